@@ -1,0 +1,71 @@
+// A Case is an op name plus typed parameters; its canonical string is its one identity: the CLI
+// filter, the JSON key, the replay command and the RNG key all use it. Parsing the canonical string
+// gives back the same Case.
+//
+//   kda(T=65536,H=4,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/dtype.h"
+
+namespace dg {
+
+// Bad input from a person or a file: malformed case strings, shapes that break a constraint,
+// unknown names. The CLI maps it to exit code 2 with what() as the message.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class ParamKind : uint8_t { integer, real, text, boolean, int_list };
+
+struct ParamSpec {
+  std::string name;
+  ParamKind kind;
+  std::string default_value;          // canonical text of the default
+  std::string doc;
+  bool always_print = false;          // part of every canonical string (shapes, regime, dtype, seed)
+  std::vector<std::string> choices;   // for text parameters with a closed set of values
+};
+
+class Case {
+ public:
+  const std::string& op() const { return op_; }
+  // Canonical string: op(always-printed params in schema order, then every other parameter whose
+  // value differs from its default, in schema order).
+  std::string str() const;
+
+  int64_t integer(std::string_view name) const;
+  double real(std::string_view name) const;
+  const std::string& text(std::string_view name) const;
+  bool boolean(std::string_view name) const;
+  std::vector<int64_t> int_list(std::string_view name) const;
+  bool is_default(std::string_view name) const;
+
+  uint64_t seed() const { return static_cast<uint64_t>(integer("seed")); }
+  DType dtype() const;   // the dtype of the stored floating-point inputs
+
+  // Returns a copy with one parameter replaced (value in canonical text); re-validated.
+  Case with(std::string_view name, std::string_view value) const;
+
+  bool operator==(const Case& o) const { return str() == o.str(); }
+
+ private:
+  friend Case parse_case(std::string_view);
+  friend Case make_case(std::string_view, const std::map<std::string, std::string>&);
+  std::string op_;
+  std::map<std::string, std::string, std::less<>> values_;   // every parameter, canonical text
+  std::map<std::string, bool, std::less<>> explicit_;
+};
+
+// Parses "op(a=1,b=x)" (spaces allowed around tokens). Unknown ops or parameters, bad values,
+// duplicates and broken constraints throw InputError naming the problem.
+Case parse_case(std::string_view text);
+Case make_case(std::string_view op, const std::map<std::string, std::string>& params);
+
+}  // namespace dg

@@ -1,0 +1,58 @@
+#include "harness/registry.h"
+
+#include <algorithm>
+#include <deque>
+#include <stdexcept>
+
+namespace dg {
+namespace {
+
+// Function-local statics: registration runs during static initialisation of other translation units.
+std::deque<OpSpec>& ops() {
+  static std::deque<OpSpec> v;
+  return v;
+}
+std::deque<Candidate>& candidates() {
+  static std::deque<Candidate> v;
+  return v;
+}
+
+}  // namespace
+
+void register_op(OpSpec spec) {
+  if (find_op(spec.name)) throw std::logic_error("op registered twice: " + spec.name);
+  ops().push_back(std::move(spec));
+}
+
+const OpSpec* find_op(std::string_view name) {
+  for (const OpSpec& o : ops())
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+std::vector<const OpSpec*> all_ops() {
+  std::vector<const OpSpec*> v;
+  for (const OpSpec& o : ops()) v.push_back(&o);
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  return v;
+}
+
+void register_candidate(CandidateInfo info, RunFn run) {
+  if (find_candidate(info.name)) throw std::logic_error("candidate registered twice: " + info.name);
+  candidates().emplace_back(std::move(info), std::move(run));
+}
+
+const Candidate* find_candidate(std::string_view name) {
+  for (const Candidate& c : candidates())
+    if (c.name() == name) return &c;
+  return nullptr;
+}
+
+std::vector<const Candidate*> all_candidates() {
+  std::vector<const Candidate*> v;
+  for (const Candidate& c : candidates()) v.push_back(&c);
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
+  return v;
+}
+
+}  // namespace dg

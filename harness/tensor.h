@@ -1,0 +1,64 @@
+// Tensor and TensorMap: a dtype, a shape and contiguous row-major storage, named by the same keys as
+// in .safetensors files ("q", "k", "v", "g", "beta", "h0", "o", "ht", ...).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/dtype.h"
+
+namespace dg {
+
+enum class Device : uint8_t { host, cuda };
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Storage is zero-filled and 64-byte aligned.
+  Tensor(DType dtype, std::vector<int64_t> shape);
+
+  DType dtype() const { return dtype_; }
+  Device device() const { return Device::host; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(static_cast<size_t>(i)); }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * static_cast<size_t>(info(dtype_).storage_bytes); }
+  bool empty() const { return storage_ == nullptr; }
+
+  std::byte* bytes() { return storage_.get(); }
+  const std::byte* bytes() const { return storage_.get(); }
+  // Typed view; throws std::logic_error when sizeof(T) is not the dtype's storage size.
+  template <class T> T* data() { check_width(sizeof(T)); return reinterpret_cast<T*>(storage_.get()); }
+  template <class T> const T* data() const { check_width(sizeof(T)); return reinterpret_cast<const T*>(storage_.get()); }
+
+  // Element access through doubles (slow path, for tests, generators and metrics).
+  double get(int64_t i) const;         // exact value of element i
+  void set(int64_t i, double x);       // rounds x once (round_to) and stores it
+  // Fast bulk paths: decode elements [offset, offset + out.size()) exactly into doubles, and
+  // round-and-store doubles into [offset, offset + in.size()).
+  void read(int64_t offset, std::span<double> out) const;
+  void write(int64_t offset, std::span<const double> in);
+
+  Tensor clone() const;
+  std::string shape_str() const;       // "[1,4096,4,128]"
+
+ private:
+  void check_width(size_t w) const;
+  DType dtype_ = DType::f32;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<std::byte[]> storage_;   // shared on copy; clone() for a deep copy
+};
+
+using TensorMap = std::map<std::string, Tensor>;
+
+// Convert every element (exactly when widening, one rounding when narrowing).
+Tensor convert(const Tensor& t, DType to);
+
+}  // namespace dg
