@@ -1,1 +1,167 @@
-// (in progress)
+// KDA input regimes: named, documented input distributions from the precision pitfalls of KDA
+// kernels (../shared/notes/kda-numerics.md, "Precision pitfalls checklist"). Every regime is one
+// table entry: the parameter defaults it implies and how it draws each tensor. Unlisted tensors use
+// the baseline below. Element i of tensor X is a pure function of (seed, case string, X, i).
+//
+// Baseline: q, k, v ~ N(0,1); pregated g = logsigmoid(N(0,1)); raw gate f ~ N(0,1); beta =
+// sigmoid(N(0,1)); beta logit b ~ N(0,1); A_log = log U(1,16); dt_bias = softplus^-1(dt) with dt
+// log-uniform in [1e-3, 1e-1] (Kimi Linear's initialisation); h0 ~ N(0,1).
+// Stored dtypes: q, k, v, g, beta in the case's dtype; A_log, dt_bias, h0 in f32 (as FLA requires).
+#include <cmath>
+#include <functional>
+
+#include "harness/ops/kda_op.h"
+#include "harness/registry.h"
+#include "harness/rng.h"
+#include "harness/threads.h"
+
+namespace dg {
+namespace {
+
+using Dist = std::function<double(const TensorRng&, uint64_t)>;
+
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+double logsigmoid(double x) { return -softplus(-x); }
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+Dist normal(double sd = 1.0) { return [sd](const TensorRng& r, uint64_t i) { return sd * r.normal(i); }; }
+Dist uniform(double lo, double hi) { return [=](const TensorRng& r, uint64_t i) { return r.uniform(i, lo, hi); }; }
+Dist constant(double c) { return [c](const TensorRng&, uint64_t) { return c; }; }
+
+struct KdaDists {
+  Dist q = normal(), k = normal(), v = normal();
+  Dist g = [](const TensorRng& r, uint64_t i) { return logsigmoid(r.normal(i)); };
+  Dist f = normal();
+  Dist beta = [](const TensorRng& r, uint64_t i) { return sigmoid(r.normal(i)); };
+  Dist b = normal();
+  Dist A_log = [](const TensorRng& r, uint64_t i) { return std::log(r.uniform(i, 1.0, 16.0)); };
+  Dist dt_bias = [](const TensorRng& r, uint64_t i) {
+    double dt = std::exp(r.uniform(i, std::log(1e-3), std::log(1e-1)));
+    return dt + std::log(-std::expm1(-dt));   // softplus^-1(dt) = log(exp(dt) - 1)
+  };
+  Dist h0 = normal();
+};
+
+// Draws every element of `t` from `d` with the stream of (case, name), in parallel blocks.
+void fill(Tensor& t, const Case& c, const std::string& name, const Dist& d) {
+  TensorRng rng(c.seed(), c.str(), name);
+  constexpr int64_t kBlock = 1 << 16;
+  int64_t blocks = (t.numel() + kBlock - 1) / kBlock;
+  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    std::vector<double> buf(kBlock);
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t off = b * kBlock, n = std::min(kBlock, t.numel() - off);
+      for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = d(rng, static_cast<uint64_t>(off + i));
+      t.write(off, std::span<const double>(buf.data(), static_cast<size_t>(n)));
+    }
+  });
+}
+
+void generate(const Case& c, const KdaDists& d, TensorMap& in) {
+  KdaParams p = kda_params(c);
+  DType dt = c.dtype();
+  auto make = [&](const std::string& name, DType type, std::vector<int64_t> shape, const Dist& dist) {
+    Tensor t(type, std::move(shape));
+    fill(t, c, name, dist);
+    in[name] = std::move(t);
+  };
+  make("q", dt, {p.B, p.T, p.H, p.K}, d.q);
+  make("k", dt, {p.B, p.T, p.H, p.K}, d.k);
+  make("v", dt, {p.B, p.T, p.HV, p.V}, d.v);
+  make("g", dt, {p.B, p.T, p.HV, p.K}, p.gate == KdaGate::pregated ? d.g : d.f);
+  make("beta", dt, {p.B, p.T, p.HV}, p.beta == KdaBeta::given ? d.beta : d.b);
+  if (p.gate != KdaGate::pregated) {
+    if (p.use_A_log) make("A_log", DType::f32, {p.HV}, d.A_log);
+    make("dt_bias", DType::f32, {p.HV * p.K}, d.dt_bias);
+  }
+  if (p.has_h0) {
+    std::vector<int64_t> s = p.state_v_first ? std::vector<int64_t>{p.num_seqs(), p.HV, p.V, p.K}
+                                             : std::vector<int64_t>{p.num_seqs(), p.HV, p.K, p.V};
+    make("h0", DType::f32, s, d.h0);
+  }
+  if (!p.cu_seqlens.empty()) {
+    Tensor cu(DType::i64, {static_cast<int64_t>(p.cu_seqlens.size())});
+    for (size_t i = 0; i < p.cu_seqlens.size(); ++i) cu.data<int64_t>()[i] = p.cu_seqlens[i];
+    in["cu_seqlens"] = std::move(cu);
+  }
+}
+
+struct RegimeDef {
+  const char* name;
+  const char* doc;
+  std::map<std::string, std::string> defaults;
+  std::function<void(KdaDists&, const KdaParams&)> tweak;
+  bool prefill_only = false;
+};
+
+const std::vector<RegimeDef>& regime_table() {
+  static const std::vector<RegimeDef> table = {
+      {"kimi_linear", "production Kimi Linear gate: g = -exp(A_log) softplus(f + dt_bias), A_log = log U(1,16), "
+       "dt_bias = softplus^-1(dt), dt log-uniform in [1e-3,1e-1]; beta = sigmoid(b)",
+       {{"gate", "softplus"}, {"beta", "sigmoid"}}, [](KdaDists&, const KdaParams&) {}},
+      {"glm_safe_gate", "lower-bound (safe) gate g = -5 sigmoid(exp(A_log)(f + dt_bias)) with A_log = 0, as the "
+       "safe-gate layer initialises it; beta = sigmoid(b)",
+       {{"gate", "lower_bound"}, {"lb", "-5"}, {"beta", "sigmoid"}}, [](KdaDists& d, const KdaParams&) { d.A_log = constant(0.0); }},
+      {"long_memory", "near-zero decay g ~ U[-1e-4, 0] and small beta ~ U[0.01, 0.1]: memory never fades, so "
+       "per-chunk rounding accumulates with context (the long-context drift regime)",
+       {}, [](KdaDists& d, const KdaParams&) { d.g = uniform(-1e-4, 0.0); d.beta = uniform(0.01, 0.1); }},
+      {"zero_gate", "g = 0 exactly: no decay at all; exercises chunk-boundary terms that decaying gates hide",
+       {}, [](KdaDists& d, const KdaParams&) { d.g = constant(0.0); }},
+      {"forget_mix", "g = 0 with 1% of elements at -1000 (near-total forgetting of that channel)",
+       {}, [](KdaDists& d, const KdaParams&) {
+         d.g = [](const TensorRng& r, uint64_t i) { return r.uniform(i) < 0.01 ? -1000.0 : 0.0; };
+       }},
+      {"strong_decay", "g ~ U[-5, -1.4] per element: chunk-local cumulative gates of 64 tokens reach -90 to -320, "
+       "past the f32 exp range",
+       {}, [](KdaDists& d, const KdaParams&) { d.g = uniform(-5.0, -1.4); }},
+      {"collinear_keys", "all-positive q, k ~ U(0,1) (normalized keys strongly correlated) with beta ~ U(0.9, 1): "
+       "ill-conditioned (I + L)",
+       {}, [](KdaDists& d, const KdaParams&) { d.q = uniform(0.0, 1.0); d.k = uniform(0.0, 1.0); d.beta = uniform(0.9, 1.0); }},
+      {"neg_eigval", "beta = 2 sigmoid(b) in (0, 2) with b ~ N(0, 2): negative eigenvalues of the transition",
+       {{"beta", "sigmoid2"}}, [](KdaDists& d, const KdaParams&) { d.b = normal(2.0); }},
+      {"tiny_norm", "q, k ~ N(0, 1e-4): norms near 1e-3, where the eps inside the L2 norm's sqrt matters",
+       {}, [](KdaDists& d, const KdaParams&) { d.q = normal(1e-4); d.k = normal(1e-4); }},
+      {"unnormalized_keys", "no L2 norm, |k| ~ 1.5 and beta ~ U(0.5, 1): I - beta k k^T is no longer a contraction",
+       {{"l2norm", "0"}}, [](KdaDists& d, const KdaParams& p) {
+         d.k = normal(1.5 / std::sqrt(static_cast<double>(p.K)));
+         d.beta = uniform(0.5, 1.0);
+       }},
+      {"nonsymmetric_h0", "a random non-symmetric initial state with slow decay g = logsigmoid(N(0,1))/10: "
+       "catches transposed state layouts",
+       {{"h0", "1"}}, [](KdaDists& d, const KdaParams&) {
+         d.g = [](const TensorRng& r, uint64_t i) { return logsigmoid(r.normal(i)) / 10.0; };
+       }},
+      {"varlen_ragged", "packed varlen segments of 1, 15, 63, 64, 65 and 1000 tokens (the rest of T one last "
+       "segment), each with its own initial state",
+       {{"seqlens", "1/15/63/64/65/1000"}, {"h0", "1"}, {"T", "1208"}}, [](KdaDists&, const KdaParams&) {}, true},
+      {"odd_dims", "non-power-of-two head dims K = 60, V = 100 (unmasked-lane bugs)",
+       {{"K", "60"}, {"V", "100"}}, [](KdaDists&, const KdaParams&) {}},
+  };
+  return table;
+}
+
+struct RegisterKdaRegimes {
+  RegisterKdaRegimes() {
+    for (const RegimeDef& def : regime_table()) {
+      for (const char* op : {"kda", "kda_decode"}) {
+        if (def.prefill_only && std::string(op) == "kda_decode") continue;
+        Regime r;
+        r.name = def.name;
+        r.op = op;
+        r.doc = def.doc;
+        r.defaults = def.defaults;
+        auto tweak = def.tweak;
+        r.generate = [tweak](const Case& c, TensorMap& in) {
+          KdaDists d;
+          tweak(d, kda_params(c));
+          generate(c, d, in);
+        };
+        register_regime(std::move(r));
+      }
+    }
+  }
+};
+const RegisterKdaRegimes register_kda_regimes;
+
+}  // namespace
+}  // namespace dg

@@ -1,1 +1,62 @@
-// (in progress)
+#include "datasets/suites.h"
+
+#include <fmt/format.h>
+
+namespace dg {
+namespace {
+
+std::vector<Suite> build() {
+  std::vector<Suite> v;
+
+  // kda-smoke: small and odd shapes, every gate and beta mode, varlen, GVA, layouts and decode;
+  // under 30 s on 2 cores for all CPU candidates.
+  v.push_back({"kda-smoke", "small, odd KDA cases covering every option and the decode op (seconds)",
+               {
+                   "kda(T=1,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda(T=63,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda(T=65,H=1,K=64,V=64,regime=glm_safe_gate,dtype=bf16,seed=0)",
+                   "kda(T=1024,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda(T=1024,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
+                   "kda(T=256,H=1,HV=2,K=64,V=64,regime=zero_gate,dtype=f32,seed=0)",
+                   "kda(T=200,H=1,K=64,V=64,regime=strong_decay,dtype=bf16,seed=0)",
+                   "kda(T=200,H=1,K=64,V=64,regime=neg_eigval,dtype=bf16,seed=0)",
+                   "kda(T=130,H=1,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)",
+                   "kda(T=1208,H=1,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)",
+                   "kda(T=200,H=1,K=64,V=64,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)",
+                   "kda_decode(T=256,B=4,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda_decode(T=256,B=2,H=1,K=64,V=64,h0=1,layout=vfirst,regime=long_memory,dtype=bf16,seed=0)",
+               }});
+
+  // kda-regimes: every regime at T=4096 (odd_dims keeps its K=60, V=100).
+  Suite regimes{"kda-regimes", "every KDA input regime at T=4096, H=2, K=V=128", {}};
+  for (const char* r : {"kimi_linear", "glm_safe_gate", "long_memory", "zero_gate", "forget_mix", "strong_decay",
+                        "collinear_keys", "neg_eigval", "tiny_norm", "unnormalized_keys", "nonsymmetric_h0"})
+    regimes.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype=bf16,seed=0)", r));
+  regimes.cases.push_back("kda(T=4096,H=2,K=128,V=128,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)");
+  regimes.cases.push_back("kda(T=4096,H=2,K=128,V=128,regime=varlen_ragged,dtype=bf16,seed=0)");
+  regimes.cases.push_back("kda(T=4096,H=2,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)");
+  v.push_back(regimes);
+
+  // kda-long: production context lengths for the drift curve, one head of K = V = 128.
+  Suite long_suite{"kda-long", "KDA at T = 1K ... 1M tokens, H=1, K=V=128, long_memory and kimi_linear", {}};
+  for (const char* r : {"long_memory", "kimi_linear"})
+    for (const char* t : {"1024", "4096", "16384", "65536", "262144", "1048576"})
+      long_suite.cases.push_back(fmt::format("kda(T={},H=1,K=128,V=128,regime={},dtype=bf16,seed=0)", t, r));
+  v.push_back(long_suite);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<Suite>& all_suites() {
+  static const std::vector<Suite> suites = build();
+  return suites;
+}
+
+const Suite* find_suite(std::string_view name) {
+  for (const Suite& s : all_suites())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace dg

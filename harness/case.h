@@ -30,7 +30,7 @@ struct ParamSpec {
   std::string default_value;          // canonical text of the default
   std::string doc;
   bool always_print = false;          // part of every canonical string (shapes, regime, dtype, seed)
-  std::vector<std::string> choices;   // for text parameters with a closed set of values
+  std::vector<std::string> choices = {};  // for text parameters with a closed set of values
 };
 
 class Case {

@@ -60,6 +60,8 @@ double round_to(DType t, double x);      // RNE (tf32: RNE) with t's overflow po
 double round_to(DType t, const DD& x);   // round-to-odd to double, then RNE
 double round_to(DType t, mpfr_srcptr x);
 double round_tf32(double x, Tf32Mode mode);  // x must be an f32 value (tf32 converts from f32)
+// Integer dtypes (i64, i32): the nearest integer, ties to even, as a double; throws
+// std::out_of_range for NaN and for a result outside the type (or, from MPFR, not a double).
 
 // Round-to-odd into double: the double nearest x toward zero, with its last bit set when inexact.
 double round_to_odd(const DD& x);
@@ -67,7 +69,8 @@ double round_to_odd(mpfr_srcptr x);
 
 // --- bit patterns -------------------------------------------------------------------------------
 // encode rounds x as round_to does and returns the storage bits (tf32: an f32 bit pattern with the
-// low 13 bits clear); decode returns the exact value of a bit pattern.
+// low 13 bits clear); decode returns the exact value of a bit pattern (i64 beyond 2^53: the
+// nearest double). NaN encodes as the format's quiet NaN (fp8: 0x7F, as CUDA's converters do).
 uint64_t encode(DType t, double x);
 double decode(DType t, uint64_t bits);
 
@@ -97,5 +100,12 @@ inline float round_bf16(float x) { return f32_from_bf16(bf16_from_f32(x)); }
 
 uint16_t f16_from_f32(float x);   // RNE, overflow to Inf, subnormals exact
 float f32_from_f16(uint16_t h);
+
+namespace detail {
+// The portable software paths behind f16_from_f32 / f32_from_f16 where F16C is absent (same
+// results); declared here so the tests cover them on every machine.
+uint16_t f16_from_f32_soft(float x);
+float f32_from_f16_soft(uint16_t h);
+}  // namespace detail
 
 }  // namespace dg

@@ -1,1 +1,279 @@
-int main() { return 0; }
+// driftgate: the command line. Exit codes everywhere: 0 pass, 1 fail, 2 bad usage or bad input
+// (the message names the problem), 3 internal harness error.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "datasets/suites.h"
+#include "harness/report.h"
+#include "harness/safetensors.h"
+#include "harness/threads.h"
+#include "harness/verify.h"
+
+namespace dg {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+Tier tier_arg(const std::string& s) {
+  auto t = parse_tier(s);
+  if (!t) throw InputError(fmt::format("unknown reference tier '{}' (tiers: f64, dd, mpfr127, mpfr256, f128)", s));
+  return *t;
+}
+
+const Candidate& candidate_arg(const std::string& name) {
+  const Candidate* c = find_candidate(name);
+  if (!c) {
+    std::string known;
+    for (const Candidate* k : all_candidates()) known += (known.empty() ? "" : ", ") + k->name();
+    throw InputError(fmt::format("unknown candidate '{}' (candidates: {})", name, known));
+  }
+  return *c;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+// --- list ---------------------------------------------------------------------------------------
+int cmd_list(const std::string& what, bool json) {
+  nlohmann::json j = nlohmann::json::array();
+  std::string text;
+  if (what == "ops") {
+    for (const OpSpec* o : all_ops()) {
+      nlohmann::json params = nlohmann::json::array();
+      text += fmt::format("{:<12} {}\n", o->name, o->doc);
+      for (const ParamSpec& p : o->params) {
+        params.push_back({{"name", p.name}, {"default", p.default_value}, {"doc", p.doc}});
+        text += fmt::format("    {:<8} = {:<12} {}\n", p.name, p.default_value.empty() ? "''" : p.default_value, p.doc);
+      }
+      j.push_back({{"name", o->name}, {"doc", o->doc}, {"params", params}});
+    }
+  } else if (what == "candidates") {
+    for (const Candidate* c : all_candidates()) {
+      const CandidateInfo& i = c->info();
+      j.push_back({{"name", i.name}, {"op", i.op}, {"backend", i.backend}, {"algorithm", i.algorithm},
+                   {"input_dtype", name(i.input_dtype)}, {"state_dtype", name(i.state_dtype)},
+                   {"output_dtype", name(i.output_dtype)}, {"doc", i.doc}});
+      text += fmt::format("{:<28} {:<11} {:<5} in={:<5} state={:<5} out={:<5} {}\n", i.name, i.op, i.backend,
+                          name(i.input_dtype), name(i.state_dtype), name(i.output_dtype), i.doc);
+    }
+  } else if (what == "regimes") {
+    for (const Regime* r : all_regimes()) {
+      j.push_back({{"name", r->name}, {"op", r->op}, {"doc", r->doc}, {"defaults", r->defaults}});
+      text += fmt::format("{:<18} {:<11} {}\n", r->name, r->op, r->doc);
+    }
+  } else if (what == "suites") {
+    for (const Suite& s : all_suites()) {
+      j.push_back({{"name", s.name}, {"doc", s.doc}, {"cases", s.cases}});
+      text += fmt::format("{:<12} {} ({} cases)\n", s.name, s.doc, s.cases.size());
+    }
+  } else {
+    throw InputError(fmt::format("list: unknown kind '{}' (ops, candidates, regimes, suites)", what));
+  }
+  std::cout << (json ? j.dump(2) + "\n" : text);
+  return 0;
+}
+
+// --- verify -------------------------------------------------------------------------------------
+struct VerifyArgs {
+  std::string candidates, case_str, suite, tier = "dd", inputs, json, save_failures;
+  bool certify = false;
+  int threads = 0;
+  double min_bits = -1;
+};
+
+int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
+  if (a.case_str.empty() == a.suite.empty()) throw InputError("verify: give exactly one of --case or --suite");
+  VerifyOptions opt;
+  opt.tier = tier_arg(a.tier);
+  opt.certify = a.certify;
+  opt.save_failures_dir = a.save_failures;
+  if (a.min_bits >= 0) opt.min_bits = a.min_bits;
+  set_num_threads(a.threads);
+
+  // Everything that can be wrong with the input is checked before anything is measured.
+  std::vector<Case> cases;
+  if (!a.suite.empty()) {
+    const Suite* s = find_suite(a.suite);
+    if (!s) {
+      std::string known;
+      for (const Suite& k : all_suites()) known += (known.empty() ? "" : ", ") + k.name;
+      throw InputError(fmt::format("unknown suite '{}' (suites: {})", a.suite, known));
+    }
+    for (const std::string& cs : s->cases) cases.push_back(parse_case(cs));
+  } else {
+    cases.push_back(parse_case(a.case_str));
+  }
+  std::vector<const Candidate*> cands;
+  for (const std::string& n : split(a.candidates, ',')) cands.push_back(&candidate_arg(n));
+  std::optional<TensorMap> stored;
+  if (!a.inputs.empty()) {
+    if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
+    stored = read_safetensors(a.inputs).tensors;
+    find_op(cases[0].op())->check_inputs(cases[0], *stored);
+  }
+  if (!a.json.empty()) {
+    std::filesystem::path dir = std::filesystem::path(a.json).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw InputError(fmt::format("--json: directory '{}' does not exist", dir.string()));
+  }
+
+  std::vector<Record> records;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    std::vector<const Candidate*> mine;
+    for (const Candidate* k : cands.empty() ? all_candidates() : cands)
+      if (k->info().op == c.op()) mine.push_back(k);
+    std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
+    records.insert(records.end(), rows.begin(), rows.end());
+    // Rows already measured are on disk before the next case starts.
+    if (!a.json.empty()) write_file_atomic(a.json, records_json(records, cmdline).dump(2) + "\n");
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (elapsed > 2.0) std::cerr << fmt::format("[{}/{}] {:.1f}s {}\n", i + 1, cases.size(), elapsed, c.str());
+  }
+  std::cout << drift_table(records);
+  int failed = 0, passed = 0;
+  for (const Record& r : records) {
+    if (r.disposition == Disposition::PASSED) ++passed;
+    if (r.disposition == Disposition::INCORRECT || r.disposition == Disposition::ERRORED ||
+        r.disposition == Disposition::INVALID)
+      ++failed;
+  }
+  std::cout << fmt::format("{} passed, {} failed, {} rows\n", passed, failed, records.size());
+  return failed ? 1 : 0;
+}
+
+// --- export / run -------------------------------------------------------------------------------
+int cmd_export(const std::string& case_str, const std::string& tier_s, const std::string& out, bool certify) {
+  Case c = parse_case(case_str);
+  Tier tier = tier_arg(tier_s);
+  const OpSpec* op = find_op(c.op());
+  TensorMap in = generate_inputs(c);
+  op->check_inputs(c, in);
+  RefOutputs ref = op->reference(c, in, tier, -1);
+  std::map<std::string, std::string> meta = {{"case", c.str()}, {"tier", std::string(tier_name(tier))},
+                                             {"producer", "driftgate export"}};
+  // ref_bits: agreement with the next tier up over the whole case when asked, else the tier's
+  // nominal precision.
+  double ref_bits = tier_precision(tier);
+  if (certify && next_tier(tier)) ref_bits = agreement_bits(ref, op->reference(c, in, *next_tier(tier), -1));
+  meta["ref_bits"] = fmt::format("{:.1f}", ref_bits);
+  meta["ref_bits_kind"] = certify ? "measured against the next tier" : "tier precision (not measured)";
+  TensorMap all = in;
+  auto shapes = op->output_shapes(c);
+  for (const auto& [name, values] : ref) {
+    Tensor t(DType::f64, shapes.at(name));
+    std::copy(values.begin(), values.end(), t.data<double>());
+    all[name] = t;
+  }
+  write_safetensors(out, all, meta);
+  std::cout << fmt::format("wrote {} ({} tensors, tier {}, ref_bits {})\n", out, all.size(), tier_name(tier), meta["ref_bits"]);
+  return 0;
+}
+
+int cmd_run(const std::string& cand_name, const std::string& in_path, const std::string& out_path,
+            const std::string& case_arg) {
+  const Candidate& cand = candidate_arg(cand_name);
+  SafetensorsFile f = read_safetensors(in_path);
+  std::string cs = !case_arg.empty() ? case_arg : (f.metadata.count("case") ? f.metadata.at("case") : "");
+  if (cs.empty()) throw InputError(fmt::format("{}: no 'case' in __metadata__; pass --case", in_path));
+  Case c = parse_case(cs);
+  if (cand.info().op != c.op())
+    throw InputError(fmt::format("candidate {} implements {}, but the case is {}", cand.name(), cand.info().op, c.op()));
+  TensorMap in;
+  const OpSpec* op = find_op(c.op());
+  for (const TensorSpec& t : op->tensors)
+    if (t.role == TensorRole::input && f.tensors.count(t.name)) in[t.name] = f.tensors.at(t.name);
+  op->check_inputs(c, in);
+  TensorMap out = run_candidate(cand, c, in);
+  write_safetensors(out_path, out, {{"case", c.str()}, {"candidate", cand.name()}});
+  std::cout << fmt::format("wrote {} ({} outputs of {})\n", out_path, out.size(), cand.name());
+  return 0;
+}
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"driftgate: numerical verification and benchmarking of LLM inference kernels"};
+  app.require_subcommand(1);
+  bool json = false;
+  std::string what;
+  CLI::App* list = app.add_subcommand("list", "list ops, candidates, regimes or suites");
+  list->add_option("what", what, "ops | candidates | regimes | suites")->required();
+  list->add_flag("--json", json, "print JSON");
+
+  VerifyArgs va;
+  CLI::App* verify = app.add_subcommand("verify", "precision drift of candidates against the reference");
+  verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op)");
+  verify->add_option("--case", va.case_str, "one case string, e.g. 'kda(T=4096,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)'");
+  verify->add_option("--suite", va.suite, "a named suite (driftgate list suites)");
+  verify->add_option("--ref-tier", va.tier, "reference tier: f64, dd, mpfr127, mpfr256, f128")->capture_default_str();
+  verify->add_flag("--certify", va.certify, "recompute the reference at the next tier up (on a sample when costly) and report ref_bits");
+  verify->add_option("--inputs", va.inputs, "read the inputs from a .safetensors file instead of generating them");
+  verify->add_option("--json", va.json, "write versioned JSON records here (rewritten after every case)");
+  verify->add_option("--save-failures", va.save_failures, "write inputs, reference and outputs of every failing row here");
+  verify->add_option("--threads", va.threads, "worker threads (default: all cores)");
+  verify->add_option("--min-bits", va.min_bits, "override the verify floor (bits of the output format)");
+
+  std::string ex_case, ex_tier = "dd", ex_out;
+  bool ex_certify = false;
+  CLI::App* exp = app.add_subcommand("export", "write a case's inputs and reference outputs as .safetensors");
+  exp->add_option("--case", ex_case, "case string")->required();
+  exp->add_option("--ref-tier", ex_tier, "reference tier")->capture_default_str();
+  exp->add_option("--out", ex_out, "output .safetensors file")->required();
+  exp->add_flag("--certify", ex_certify, "measure ref_bits against the next tier up (whole case)");
+
+  std::string run_cand, run_in, run_out, run_case;
+  CLI::App* run = app.add_subcommand("run", "run a candidate on stored inputs");
+  run->add_option("--candidate", run_cand, "candidate")->required();
+  run->add_option("--in", run_in, "input .safetensors (case in __metadata__ unless --case)")->required();
+  run->add_option("--out", run_out, "output .safetensors")->required();
+  run->add_option("--case", run_case, "case string (overrides the file's)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  std::string cmd = command_line(argc, argv);
+  if (*list) return cmd_list(what, json);
+  if (*verify) return cmd_verify(va, cmd);
+  if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
+  if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
+  return 2;
+}
+
+}  // namespace
+}  // namespace dg
+
+int main(int argc, char** argv) {
+  try {
+    return dg::run_main(argc, argv);
+  } catch (const dg::InputError& e) {
+    std::cerr << "driftgate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const dg::SafetensorsError& e) {
+    std::cerr << "driftgate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "driftgate: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -17,7 +17,29 @@ std::deque<Candidate>& candidates() {
   return v;
 }
 
+std::deque<Regime>& regimes() {
+  static std::deque<Regime> v;
+  return v;
+}
+
 }  // namespace
+
+void register_regime(Regime r) {
+  if (find_regime(r.op, r.name)) throw std::logic_error("regime registered twice: " + r.name);
+  regimes().push_back(std::move(r));
+}
+
+const Regime* find_regime(std::string_view op, std::string_view name) {
+  for (const Regime& r : regimes())
+    if (r.op == op && r.name == name) return &r;
+  return nullptr;
+}
+
+std::vector<const Regime*> all_regimes() {
+  std::vector<const Regime*> v;
+  for (const Regime& r : regimes()) v.push_back(&r);
+  return v;
+}
 
 void register_op(OpSpec spec) {
   if (find_op(spec.name)) throw std::logic_error("op registered twice: " + spec.name);

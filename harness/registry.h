@@ -10,6 +10,7 @@
 
 #include "harness/case.h"
 #include "harness/tensor.h"
+#include "reference/real/tier.h"
 
 namespace dg {
 
@@ -23,6 +24,17 @@ struct TensorSpec {
 
 class Candidate;
 
+// Reference outputs: doubles rounded to odd from the tier's value (one RNE gives the correctly
+// rounded value in any format), in each output tensor's layout; NaN outside a sampled region.
+using RefOutputs = std::map<std::string, std::vector<double>>;
+
+// How a sequence output's elements map to context positions, for drift curves: element i belongs
+// to token i / inner, at position token_position[token] within its own sequence.
+struct Positions {
+  std::vector<int64_t> token_position;
+  int64_t inner = 1;
+};
+
 // One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
 // reference, and how the harness drives a candidate.
 struct OpSpec {
@@ -33,7 +45,35 @@ struct OpSpec {
   // Checks constraints the parameter types cannot express (HV % H == 0, K <= 256, ...); throws
   // InputError naming the problem.
   std::function<void(const Case&)> validate;
+  // Shapes of the output and in-out tensors of a case.
+  std::function<std::map<std::string, std::vector<int64_t>>(const Case&)> output_shapes;
+  // Checks stored inputs (names, dtypes, shapes, finiteness) against the case; throws InputError.
+  std::function<void(const Case&, const TensorMap&)> check_inputs;
+  // The reference on the given inputs at a tier; `max_tokens` < 0 means the whole case.
+  std::function<RefOutputs(const Case&, const TensorMap&, Tier, int64_t max_tokens)> reference;
+  // Outputs that are sequences, with their element -> position map.
+  std::function<std::map<std::string, Positions>(const Case&)> positions;
+  // Runs a candidate over a whole case. Empty: call candidate.run once with every output allocated.
+  // Stateful ops (decode) drive the candidate step by step here.
+  std::function<void(const Candidate&, const Case&, const TensorMap& in, TensorMap& out)> drive;
+  // Work of one case (for throughput rows): floating-point operations and bytes moved.
+  std::function<double(const Case&)> flops;
+  std::function<double(const Case&)> bytes;
 };
+
+// A regime: a named, documented input distribution of an op, with parameter defaults it implies
+// (a gate mode, a varlen layout, head sizes). The generator fills every input tensor of a case.
+struct Regime {
+  std::string name;
+  std::string op;
+  std::string doc;
+  std::map<std::string, std::string> defaults;
+  std::function<void(const Case&, TensorMap&)> generate;
+};
+
+void register_regime(Regime r);
+const Regime* find_regime(std::string_view op, std::string_view name);
+std::vector<const Regime*> all_regimes();
 
 void register_op(OpSpec spec);
 const OpSpec* find_op(std::string_view name);     // nullptr when unknown
@@ -77,8 +117,10 @@ std::vector<const Candidate*> all_candidates();
 struct Registrar {
   Registrar(CandidateInfo info, RunFn run) { register_candidate(std::move(info), std::move(run)); }
   explicit Registrar(OpSpec spec) { register_op(std::move(spec)); }
+  explicit Registrar(Regime r) { register_regime(std::move(r)); }
 };
 #define DG_REGISTER_CANDIDATE(id, ...) static const ::dg::Registrar dg_registrar_##id(__VA_ARGS__)
 #define DG_REGISTER_OP(id, ...) static const ::dg::Registrar dg_registrar_op_##id(__VA_ARGS__)
+#define DG_REGISTER_REGIME(id, ...) static const ::dg::Registrar dg_registrar_regime_##id(__VA_ARGS__)
 
 }  // namespace dg

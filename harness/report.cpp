@@ -1,1 +1,157 @@
-// (in progress)
+#include "harness/report.h"
+
+#include <cmath>
+#include <fstream>
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#ifndef DRIFTGATE_GIT_COMMIT
+#define DRIFTGATE_GIT_COMMIT "unknown"
+#endif
+#ifndef DRIFTGATE_GIT_DIRTY
+#define DRIFTGATE_GIT_DIRTY 0
+#endif
+#ifndef DRIFTGATE_CXX_FLAGS
+#define DRIFTGATE_CXX_FLAGS ""
+#endif
+
+namespace dg {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// JSON has no Inf/NaN: non-finite numbers become strings.
+nlohmann::json num(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf");
+}
+
+}  // namespace
+
+nlohmann::json run_context(const std::string& command_line) {
+  return {{"driftgate_version", "0.1.0"},
+          {"git_commit", DRIFTGATE_GIT_COMMIT},
+          {"git_dirty", static_cast<bool>(DRIFTGATE_GIT_DIRTY)},
+          {"compiler", fmt::format("gcc {}", __VERSION__)},
+          {"flags", DRIFTGATE_CXX_FLAGS},
+          {"cpu", cpu_model()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"gpu", nullptr},
+          {"command", command_line}};
+}
+
+nlohmann::json to_json(const Record& r) {
+  nlohmann::json outs = nlohmann::json::object();
+  for (const OutputResult& o : r.outputs) {
+    const TensorMetrics& m = o.metrics;
+    nlohmann::json j = {{"dtype", name(o.dtype)},
+                        {"count", m.count},
+                        {"nonfinite_mismatch", m.nonfinite_mismatch},
+                        {"first_mismatch", m.first_mismatch},
+                        {"max_abs", num(m.max_abs)},
+                        {"max_rel", num(m.max_rel)},
+                        {"rms_ratio", num(m.rms_ratio)},
+                        {"bits", num(m.bits)},
+                        {"cosine", num(m.cosine)},
+                        {"ulp_max", num(m.ulp_max)},
+                        {"ulp_p99", num(m.ulp_p99)},
+                        {"ulp_mean", num(m.ulp_mean)},
+                        {"ulp_dist_max", m.ulp_dist_max}};
+    if (o.drift) {
+      nlohmann::json buckets = nlohmann::json::array();
+      for (const DriftBucket& b : o.drift->buckets)
+        buckets.push_back({{"begin", b.begin}, {"end", b.end}, {"rms_ratio", num(b.rms_ratio)}});
+      j["drift"] = {{"growth_exponent", num(o.drift->growth_exponent)}, {"buckets", buckets}};
+    }
+    outs[o.name] = j;
+  }
+  nlohmann::json j = {{"case", r.case_str},
+                      {"op", r.op},
+                      {"candidate", r.candidate},
+                      {"ref_tier", tier_name(r.tier)},
+                      {"disposition", disposition_name(r.disposition)},
+                      {"reason", r.reason},
+                      {"min_bits", r.min_bits},
+                      {"seconds", r.seconds},
+                      {"ref_seconds", r.ref_seconds},
+                      {"flops", r.flops},
+                      {"bytes", r.bytes},
+                      {"outputs", outs},
+                      {"reproduce", r.reproduce}};
+  if (r.cert)
+    j["certification"] = {{"against", tier_name(r.cert->against)},
+                          {"sample", r.cert->sample},
+                          {"ref_bits", num(r.cert->ref_bits)},
+                          {"sufficient", r.cert->sufficient}};
+  else
+    j["certification"] = nullptr;
+  return j;
+}
+
+nlohmann::json records_json(const std::vector<Record>& records, const std::string& command_line) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Record& r : records) rows.push_back(to_json(r));
+  return {{"schema_version", kSchemaVersion}, {"context", run_context(command_line)}, {"records", rows}};
+}
+
+std::string drift_table(const std::vector<Record>& records) {
+  std::string s;
+  std::string last_case;
+  s += fmt::format("{:<26} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8}  {}\n", "candidate", "bits", "max ULP",
+                   "rms_ratio", "growth", "ht.bits", "ref_bits", "time s", "disposition");
+  for (const Record& r : records) {
+    if (r.case_str != last_case) {
+      s += r.case_str + "\n";
+      last_case = r.case_str;
+    }
+    const OutputResult* o = nullptr;
+    const OutputResult* ht = nullptr;
+    for (const OutputResult& x : r.outputs) (x.name == "o" ? o : ht) = &x;
+    std::string ref_bits = r.cert ? fmt::format("{:.1f}{}", r.cert->ref_bits, r.cert->sufficient ? "" : "!") : "-";
+    // A reference that is not 20 bits better than the output format cannot support a verdict.
+    std::string verdict = r.cert && !r.cert->sufficient
+                              ? fmt::format("UNCERTIFIED ({})", disposition_name(r.disposition))
+                              : std::string(disposition_name(r.disposition));
+    if (o)
+      s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7.3f} {:>6.1f} {:>8} {:>8.3f}  {}\n", r.candidate,
+                       o->metrics.bits, o->metrics.ulp_max, o->metrics.rms_ratio,
+                       o->drift ? o->drift->growth_exponent : 0.0, ht ? ht->metrics.bits : 0.0, ref_bits, r.seconds,
+                       verdict);
+    else
+      s += fmt::format("  {:<24} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, "-", "-", "-", "-",
+                       "-", ref_bits, r.seconds, verdict);
+    if (!r.reason.empty() && r.disposition != Disposition::SKIPPED) s += "      " + r.reason + "\n";
+  }
+  bool uncertified = false;
+  for (const Record& r : records)
+    if (r.cert && !r.cert->sufficient) uncertified = true;
+  if (uncertified)
+    s += "! reference is not 20 bits better than the candidate's output format: its verdict is not trusted\n";
+  return s;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+    f << text;
+    f.close();
+    if (!f) {
+      std::filesystem::remove(tmp);
+      throw std::runtime_error("cannot write " + tmp);
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace dg

@@ -1,1 +1,221 @@
-// (in progress)
+#include "harness/verify.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "harness/safetensors.h"
+
+namespace dg {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The dtype a candidate stores an output in: its state dtype for states, else its output dtype.
+DType output_dtype(const std::string& name, const CandidateInfo& info) {
+  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
+}
+
+// Tokens of each sequence the next tier up can afford within a few seconds, for K = V = 128 and
+// one head (cost scales with K*V and the number of (sequence, head) pairs).
+int64_t certify_budget(Tier up) {
+  switch (up) {
+    case Tier::dd: return 262144;
+    case Tier::mpfr127: return 2048;
+    case Tier::mpfr256: return 1024;
+    default: return 1024;
+  }
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.') ? ch : '_';
+  return out;
+}
+
+void save_failure(const std::string& dir, const Case& c, const Record& rec, const TensorMap& in,
+                  const RefOutputs& ref, const TensorMap* out) {
+  std::filesystem::create_directories(dir);
+  TensorMap all = in;
+  for (const auto& [name, values] : ref) {
+    Tensor t(DType::f64, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<double>());
+    all["ref." + name] = t;
+  }
+  if (out)
+    for (const auto& [name, t] : *out) all["out." + name] = t;
+  std::map<std::string, std::string> meta = {{"case", c.str()},
+                                             {"candidate", rec.candidate},
+                                             {"tier", std::string(tier_name(rec.tier))},
+                                             {"disposition", std::string(disposition_name(rec.disposition))},
+                                             {"reason", rec.reason}};
+  write_safetensors(dir + "/" + sanitize(c.str()) + "__" + rec.candidate + ".safetensors", all, meta);
+}
+
+}  // namespace
+
+std::string_view disposition_name(Disposition d) {
+  switch (d) {
+    case Disposition::PASSED: return "PASSED";
+    case Disposition::INCORRECT: return "INCORRECT";
+    case Disposition::ERRORED: return "ERRORED";
+    case Disposition::INVALID: return "INVALID";
+    case Disposition::NOT_SUPPORTED: return "NOT_SUPPORTED";
+    case Disposition::SKIPPED: return "SKIPPED";
+  }
+  return "?";
+}
+
+double verify_floor_bits(DType format) {
+  switch (format) {
+    case DType::f64: return 40;
+    case DType::f32: return 12;
+    case DType::tf32: return 6;
+    case DType::f16: return 6;
+    case DType::bf16: return 5;
+    case DType::e4m3: return 2;
+    case DType::e5m2: return 1;
+    default: return 0;
+  }
+}
+
+TensorMap generate_inputs(const Case& c) {
+  const Regime* r = find_regime(c.op(), c.text("regime"));
+  if (!r) throw InputError(fmt::format("{}: unknown regime '{}'", c.op(), c.text("regime")));
+  TensorMap in;
+  r->generate(c, in);
+  return in;
+}
+
+TensorMap run_candidate(const Candidate& cand, const Case& c, const TensorMap& in) {
+  const OpSpec* op = find_op(c.op());
+  TensorMap out;
+  for (const auto& [name, shape] : op->output_shapes(c)) out[name] = Tensor(output_dtype(name, cand.info()), shape);
+  if (op->drive)
+    op->drive(cand, c, in, out);
+  else
+    cand.run(c, in, out);
+  return out;
+}
+
+double agreement_bits(const RefOutputs& lo, const RefOutputs& hi) {
+  double bits = 128;
+  for (const auto& [name, h] : hi) {
+    const std::vector<double>& l = lo.at(name);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (std::isnan(h[i])) continue;
+      double d = l[i] - h[i];
+      num += d * d;
+      den += h[i] * h[i];
+    }
+    if (num == 0) continue;
+    bits = std::min(bits, den == 0 ? 0.0 : -0.5 * std::log2(num / den));
+  }
+  return bits;
+}
+
+std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate*>& candidates,
+                                const VerifyOptions& opt, const TensorMap* stored) {
+  const OpSpec* op = find_op(c.op());
+  TensorMap in = stored ? *stored : generate_inputs(c);
+  op->check_inputs(c, in);
+
+  auto t0 = std::chrono::steady_clock::now();
+  RefOutputs ref = op->reference(c, in, opt.tier, -1);
+  double ref_seconds = seconds_since(t0);
+
+  std::optional<Certificate> cert;
+  if (opt.certify) {
+    std::optional<Tier> up = next_tier(opt.tier);
+    if (!up) throw InputError(fmt::format("--certify: no tier above {} to certify against", tier_name(opt.tier)));
+    // Sample: a prefix of every sequence, sized to the next tier's cost.
+    const std::map<std::string, Positions> pos = op->positions(c);
+    int64_t longest = 0;
+    for (const auto& [_, p] : pos)
+      for (int64_t t : p.token_position) longest = std::max(longest, t + 1);
+    double cost = static_cast<double>(op->flops(c)) / std::max<int64_t>(1, longest);  // per token position
+    double unit = 8.0 * 128 * 128;   // one K=V=128 head
+    int64_t budget = static_cast<int64_t>(std::max(1.0, certify_budget(*up) * unit / std::max(cost, 1.0)));
+    int64_t max_tokens = budget >= longest ? -1 : budget;
+    RefOutputs hi = op->reference(c, in, *up, max_tokens);
+    Certificate ce;
+    ce.against = *up;
+    ce.sample = max_tokens < 0 ? fmt::format("the whole case ({} tokens per sequence)", longest)
+                               : fmt::format("the first {} of {} tokens of every sequence (outputs at those positions; "
+                                             "final states not compared)", max_tokens, longest);
+    ce.ref_bits = agreement_bits(ref, hi);
+    cert = ce;
+  }
+
+  std::vector<Record> records;
+  const std::map<std::string, Positions> positions = op->positions(c);
+  for (const Candidate* cand : candidates) {
+    Record rec;
+    rec.case_str = c.str();
+    rec.op = c.op();
+    rec.candidate = cand->name();
+    rec.tier = opt.tier;
+    rec.ref_seconds = ref_seconds;
+    rec.flops = op->flops(c);
+    rec.bytes = op->bytes(c);
+    rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}", cand->name(), c.str(),
+                                tier_name(opt.tier), opt.certify ? " --certify" : "");
+    rec.min_bits = opt.min_bits.value_or(verify_floor_bits(cand->info().output_dtype));
+    if (cert) {
+      rec.cert = cert;
+      rec.cert->sufficient = cert->ref_bits >= info(cand->info().output_dtype).precision + 20;
+    }
+    if (cand->info().op != c.op()) {
+      rec.disposition = Disposition::SKIPPED;
+      rec.reason = fmt::format("candidate implements {}, not {}", cand->info().op, c.op());
+      records.push_back(rec);
+      continue;
+    }
+    TensorMap out;
+    auto t1 = std::chrono::steady_clock::now();
+    try {
+      out = run_candidate(*cand, c, in);
+    } catch (const std::exception& e) {
+      rec.seconds = seconds_since(t1);
+      rec.disposition = Disposition::ERRORED;
+      rec.reason = fmt::format("threw: {}", e.what());
+      if (!opt.save_failures_dir.empty()) save_failure(opt.save_failures_dir, c, rec, in, ref, nullptr);
+      records.push_back(rec);
+      continue;
+    }
+    rec.seconds = seconds_since(t1);
+
+    std::vector<std::string> problems;
+    for (const auto& [name, values] : ref) {
+      const Tensor& t = out.at(name);
+      std::vector<double> cv(static_cast<size_t>(t.numel()));
+      t.read(0, cv);
+      OutputResult r;
+      r.name = name;
+      r.dtype = t.dtype();
+      r.metrics = compare(values, cv, t.dtype());
+      auto p = positions.find(name);
+      if (p != positions.end()) r.drift = drift_curve(values, cv, p->second.token_position, p->second.inner);
+      if (r.metrics.nonfinite_mismatch > 0)
+        problems.push_back(fmt::format("{}: {} NaN/Inf positions differ from the reference (first at flat index {})",
+                                       name, r.metrics.nonfinite_mismatch, r.metrics.first_mismatch));
+      else if (r.metrics.bits < rec.min_bits)
+        problems.push_back(fmt::format("{}: {:.1f} bits < floor {:.0f} (rms_ratio {:.3g})", name, r.metrics.bits,
+                                       rec.min_bits, r.metrics.rms_ratio));
+      rec.outputs.push_back(std::move(r));
+    }
+    rec.disposition = problems.empty() ? Disposition::PASSED : Disposition::INCORRECT;
+    for (const std::string& s : problems) rec.reason += (rec.reason.empty() ? "" : "; ") + s;
+    if (rec.disposition != Disposition::PASSED && !opt.save_failures_dir.empty())
+      save_failure(opt.save_failures_dir, c, rec, in, ref, &out);
+    records.push_back(std::move(rec));
+  }
+  return records;
+}
+
+}  // namespace dg

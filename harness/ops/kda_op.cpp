@@ -1,1 +1,272 @@
-// (in progress)
+// OpSpecs of kda and kda_decode: parameters, tensors, constraints, reference and driver.
+#include "harness/ops/kda_op.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "harness/registry.h"
+#include "harness/threads.h"
+#include "reference/kda.h"
+
+namespace dg {
+
+KdaParams kda_params(const Case& c) {
+  KdaParams p;
+  p.T = c.integer("T");
+  p.B = c.integer("B");
+  p.H = c.integer("H");
+  p.HV = c.integer("HV") == 0 ? p.H : c.integer("HV");
+  p.K = c.integer("K");
+  p.V = c.integer("V");
+  const std::string& gate = c.text("gate");
+  p.gate = gate == "softplus" ? KdaGate::softplus : gate == "lower_bound" ? KdaGate::lower_bound : KdaGate::pregated;
+  p.lower_bound = c.real("lb");
+  p.use_A_log = c.boolean("a_log");
+  const std::string& beta = c.text("beta");
+  p.beta = beta == "sigmoid" ? KdaBeta::sigmoid : beta == "sigmoid2" ? KdaBeta::sigmoid2 : KdaBeta::given;
+  p.qk_l2norm = c.boolean("l2norm");
+  p.scale = c.real("scale");
+  p.has_h0 = c.boolean("h0");
+  p.state_v_first = c.text("layout") == "vfirst";
+  if (c.op() == "kda") {
+    std::vector<int64_t> lens = c.int_list("seqlens");
+    if (!lens.empty()) {
+      p.cu_seqlens.push_back(0);
+      for (int64_t len : lens) p.cu_seqlens.push_back(p.cu_seqlens.back() + len);
+      if (p.cu_seqlens.back() < p.T) p.cu_seqlens.push_back(p.T);   // the rest is one last segment
+    }
+  }
+  return p;
+}
+
+namespace {
+
+std::vector<ParamSpec> kda_param_specs(bool varlen) {
+  std::vector<ParamSpec> v = {
+      {"T", ParamKind::integer, "1024", "tokens per sequence (kda_decode: decode steps); K/M suffixes: 64K, 1M", true},
+      {"B", ParamKind::integer, "1", "sequences (kda_decode: sequences decoded together)"},
+      {"H", ParamKind::integer, "1", "q/k heads", true},
+      {"HV", ParamKind::integer, "0", "value heads (0: H); HV % H == 0 (GVA)"},
+      {"K", ParamKind::integer, "128", "key head dim (<= 256)", true},
+      {"V", ParamKind::integer, "128", "value head dim (<= 256)", true},
+      {"gate", ParamKind::text, "pregated", "pregated: g is log-space; softplus: g = -exp(A_log) softplus(f + dt_bias); "
+       "lower_bound: g = lb sigmoid(exp(A_log) (f + dt_bias))", false, {"pregated", "softplus", "lower_bound"}},
+      {"lb", ParamKind::real, "-5", "lower bound of the lower_bound gate (< 0)"},
+      {"a_log", ParamKind::boolean, "1", "gate uses A_log (lower_bound gate may omit it)"},
+      {"beta", ParamKind::text, "given", "given | sigmoid: sigmoid(b) | sigmoid2: 2 sigmoid(b) (negative eigenvalues)",
+       false, {"given", "sigmoid", "sigmoid2"}},
+      {"l2norm", ParamKind::boolean, "1", "q, k <- x / sqrt(sum x^2 + 1e-6) inside the op"},
+      {"scale", ParamKind::real, "0", "query scale (0: K^-1/2)"},
+      {"h0", ParamKind::boolean, "0", "an initial state is given"},
+      {"layout", ParamKind::text, "kfirst", "state layout of h0/ht: kfirst [K,V] or vfirst [V,K] per head", false,
+       {"kfirst", "vfirst"}},
+  };
+  if (varlen)
+    v.push_back({"seqlens", ParamKind::int_list, "",
+                 "varlen: packed segment lengths, '/'-separated (B must be 1; tokens past their sum form one last segment)"});
+  v.push_back({"regime", ParamKind::text, "kimi_linear", "input regime (driftgate list regimes)", true});
+  v.push_back({"dtype", ParamKind::text, "bf16", "dtype of the stored q, k, v, g, beta", true, {"f64", "f32", "bf16", "f16"}});
+  v.push_back({"seed", ParamKind::integer, "0", "RNG seed", true});
+  return v;
+}
+
+void kda_validate(const Case& c) {
+  const std::string& op = c.op();
+  auto fail = [&](const std::string& what) { throw InputError(fmt::format("{}: {}", op, what)); };
+  for (const char* n : {"T", "B", "H", "K", "V"})
+    if (c.integer(n) < 1) fail(fmt::format("{} must be >= 1, got {}", n, c.integer(n)));
+  KdaParams p = kda_params(c);
+  if (c.integer("HV") < 0) fail(fmt::format("HV must be >= 0, got {}", c.integer("HV")));
+  if (p.HV % p.H != 0) fail(fmt::format("HV % H must be 0 (GVA), got HV={} H={}", p.HV, p.H));
+  if (p.K > 256) fail(fmt::format("K must be <= 256, got K={}", p.K));
+  if (p.V > 256) fail(fmt::format("V must be <= 256, got V={}", p.V));
+  if (!(p.lower_bound < 0)) fail(fmt::format("lb must be < 0, got {}", p.lower_bound));
+  if (p.scale < 0) fail(fmt::format("scale must be >= 0, got {}", p.scale));
+  if (!p.use_A_log && p.gate == KdaGate::softplus) fail("a_log=0 is only allowed with gate=lower_bound");
+  if (!p.cu_seqlens.empty()) {
+    if (p.B != 1) fail(fmt::format("varlen (seqlens) needs B=1, got B={}", p.B));
+    for (int64_t len : c.int_list("seqlens"))
+      if (len < 0) fail(fmt::format("seqlens must be >= 0, got {}", len));
+    if (p.cu_seqlens.back() != p.T)
+      fail(fmt::format("seqlens sum to {} which exceeds T={}", p.cu_seqlens.back(), p.T));
+  }
+}
+
+std::map<std::string, std::vector<int64_t>> kda_output_shapes(const Case& c) {
+  KdaParams p = kda_params(c);
+  std::vector<int64_t> state = p.state_v_first ? std::vector<int64_t>{p.num_seqs(), p.HV, p.V, p.K}
+                                               : std::vector<int64_t>{p.num_seqs(), p.HV, p.K, p.V};
+  return {{"o", {p.B, p.T, p.HV, p.V}}, {"ht", state}};
+}
+
+// Every stored input: present, float, the right shape, finite; cu_seqlens consistent with the case.
+void kda_check_inputs(const Case& c, const TensorMap& in) {
+  KdaParams p = kda_params(c);
+  std::map<std::string, std::vector<int64_t>> want = {
+      {"q", {p.B, p.T, p.H, p.K}}, {"k", {p.B, p.T, p.H, p.K}}, {"v", {p.B, p.T, p.HV, p.V}},
+      {"g", {p.B, p.T, p.HV, p.K}}, {"beta", {p.B, p.T, p.HV}}};
+  if (p.gate != KdaGate::pregated) {
+    if (p.use_A_log) want["A_log"] = {p.HV};
+    want["dt_bias"] = {p.HV * p.K};
+  }
+  if (p.has_h0) want["h0"] = kda_output_shapes(c).at("ht");
+  for (const auto& [name, shape] : want) {
+    auto it = in.find(name);
+    if (it == in.end()) throw InputError(fmt::format("input tensor '{}' is missing for {}", name, c.str()));
+    const Tensor& t = it->second;
+    if (!info(t.dtype()).is_float)
+      throw InputError(fmt::format("input tensor '{}' has dtype {}, expected a float dtype", name, dg::name(t.dtype())));
+    if (t.shape() != shape) {
+      Tensor expect(t.dtype(), shape);
+      throw InputError(fmt::format("input tensor '{}' has shape {}, expected {}", name, t.shape_str(), expect.shape_str()));
+    }
+    // NaN/Inf scan in blocks of doubles.
+    std::vector<double> buf(4096);
+    for (int64_t off = 0; off < t.numel(); off += static_cast<int64_t>(buf.size())) {
+      int64_t n = std::min<int64_t>(static_cast<int64_t>(buf.size()), t.numel() - off);
+      t.read(off, std::span<double>(buf.data(), static_cast<size_t>(n)));
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(buf[static_cast<size_t>(i)]))
+          throw InputError(fmt::format("input tensor '{}' holds {} at flat index {}", name,
+                                       buf[static_cast<size_t>(i)], off + i));
+    }
+  }
+  auto cu = in.find("cu_seqlens");
+  if (cu != in.end()) {
+    const Tensor& t = cu->second;
+    if (t.rank() != 1 || t.numel() < 2)
+      throw InputError(fmt::format("cu_seqlens must be a 1-D tensor of N+1 offsets, got shape {}", t.shape_str()));
+    std::vector<int64_t> offs;
+    for (int64_t i = 0; i < t.numel(); ++i) offs.push_back(static_cast<int64_t>(t.get(i)));
+    if (offs.front() != 0) throw InputError(fmt::format("cu_seqlens must start at 0, got {}", offs.front()));
+    for (size_t i = 1; i < offs.size(); ++i)
+      if (offs[i] < offs[i - 1])
+        throw InputError(fmt::format("cu_seqlens out of order at index {}: {} < {}", i, offs[i], offs[i - 1]));
+    if (offs.back() != p.T)
+      throw InputError(fmt::format("cu_seqlens ends at {}, expected T={}", offs.back(), p.T));
+    if (offs != p.cu_seqlens)
+      throw InputError("cu_seqlens in the inputs disagrees with the case's seqlens");
+  }
+}
+
+RefOutputs kda_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) {
+  KdaReferenceOptions opt;
+  opt.max_tokens = max_tokens;
+  opt.threads = num_threads();
+  KdaReferenceResult r = kda_reference(tier, kda_params(c), in, opt);
+  RefOutputs out;
+  out["o"] = std::move(r.o);
+  out["ht"] = std::move(r.ht);
+  return out;
+}
+
+std::map<std::string, Positions> kda_positions(const Case& c) {
+  KdaParams p = kda_params(c);
+  Positions pos;
+  pos.inner = p.HV * p.V;
+  pos.token_position.resize(static_cast<size_t>(p.B * p.T));
+  for (int64_t n = 0; n < p.num_seqs(); ++n)
+    for (int64_t t = p.seq_begin(n); t < p.seq_end(n); ++t)
+      pos.token_position[static_cast<size_t>(t)] = t - p.seq_begin(n);
+  return {{"o", pos}};
+}
+
+double kda_flops(const Case& c) {
+  KdaParams p = kda_params(c);
+  return p.flops_per_token_head() * static_cast<double>(p.B * p.T * p.HV);
+}
+
+double kda_bytes(const Case& c) {
+  KdaParams p = kda_params(c);
+  double es = info(c.dtype()).storage_bytes;
+  double tokens = static_cast<double>(p.B * p.T);
+  double in = tokens * es * static_cast<double>(2 * p.H * p.K + p.HV * p.V + p.HV * p.K + p.HV);
+  double state = static_cast<double>(p.num_seqs() * p.HV * p.K * p.V) * 4.0;
+  double out = tokens * es * static_cast<double>(p.HV * p.V);
+  return in + out + state * (p.has_h0 ? 2.0 : 1.0);
+}
+
+// Copies token t of every sequence of a [B, T, ...] tensor into a [B, 1, ...] tensor.
+Tensor token_slice(const Tensor& full, int64_t t) {
+  std::vector<int64_t> shape = full.shape();
+  int64_t B = shape[0], T = shape[1];
+  shape[1] = 1;
+  Tensor s(full.dtype(), shape);
+  size_t row = s.nbytes() / static_cast<size_t>(B);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(s.bytes() + static_cast<size_t>(b) * row, full.bytes() + static_cast<size_t>(b * T + t) * row, row);
+  return s;
+}
+
+// kda_decode: the state pool lives in the candidate's state dtype between steps; sequence b uses
+// pool slot kda_decode_slot(b). After T steps, ht is the pool read back in sequence order.
+void kda_decode_drive(const Candidate& cand, const Case& c, const TensorMap& in, TensorMap& out) {
+  KdaParams p = kda_params(c);
+  Tensor& o = out.at("o");
+  Tensor& ht = out.at("ht");
+  int64_t per_seq = p.HV * p.K * p.V;
+  Tensor pool(cand.info().state_dtype, ht.shape());
+  if (p.has_h0) {
+    const Tensor& h0 = in.at("h0");
+    std::vector<double> buf(static_cast<size_t>(per_seq));
+    for (int64_t b = 0; b < p.B; ++b) {
+      h0.read(b * per_seq, buf);
+      pool.write(kda_decode_slot(b, p.B) * per_seq, buf);
+    }
+  }
+  Tensor indices(DType::i64, {p.B});
+  for (int64_t b = 0; b < p.B; ++b) indices.data<int64_t>()[b] = kda_decode_slot(b, p.B);
+  Case step = c.with("T", "1");
+  TensorMap step_in;
+  step_in["state_indices"] = indices;
+  for (const char* name : {"A_log", "dt_bias"})
+    if (in.count(name)) step_in[name] = in.at(name);
+  size_t o_row = static_cast<size_t>(p.HV * p.V) * static_cast<size_t>(info(o.dtype()).storage_bytes);
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (const char* name : {"q", "k", "v", "g", "beta"}) step_in[name] = token_slice(in.at(name), t);
+    TensorMap step_out;
+    step_out["o"] = Tensor(o.dtype(), {p.B, 1, p.HV, p.V});
+    step_out["state"] = pool;   // shared storage: updated in place by the candidate
+    cand.run(step, step_in, step_out);
+    for (int64_t b = 0; b < p.B; ++b)
+      std::memcpy(o.bytes() + static_cast<size_t>(b * p.T + t) * o_row, step_out["o"].bytes() + static_cast<size_t>(b) * o_row, o_row);
+  }
+  std::vector<double> buf(static_cast<size_t>(per_seq));
+  for (int64_t b = 0; b < p.B; ++b) {
+    pool.read(kda_decode_slot(b, p.B) * per_seq, buf);
+    ht.write(b * per_seq, buf);
+  }
+}
+
+OpSpec kda_spec(bool decode) {
+  OpSpec s;
+  s.name = decode ? "kda_decode" : "kda";
+  s.doc = decode ? "KDA decode: T steps of one token for B sequences against a paged state pool kept in the candidate's state dtype"
+                 : "KDA prefill: Kimi Delta Attention over whole sequences (o and the final state)";
+  s.params = kda_param_specs(!decode);
+  s.tensors = {
+      {"q", TensorRole::input, "[B,T,H,K]"}, {"k", TensorRole::input, "[B,T,H,K]"},
+      {"v", TensorRole::input, "[B,T,HV,V]"}, {"g", TensorRole::input, "[B,T,HV,K] log-space g, or raw f for in-op gates"},
+      {"beta", TensorRole::input, "[B,T,HV] beta, or its logit"}, {"A_log", TensorRole::input, "[HV] f32 (in-op gates)"},
+      {"dt_bias", TensorRole::input, "[HV*K] f32 (in-op gates)"}, {"h0", TensorRole::input, "[N,HV,K,V] f32 initial state"},
+      {"o", TensorRole::output, "[B,T,HV,V]"}, {"ht", TensorRole::output, "[N,HV,K,V] final state (state dtype)"}};
+  if (!decode) s.tensors.push_back({"cu_seqlens", TensorRole::input, "[N+1] i64 varlen offsets"});
+  s.validate = kda_validate;
+  s.output_shapes = kda_output_shapes;
+  s.check_inputs = kda_check_inputs;
+  s.reference = kda_ref;
+  s.positions = kda_positions;
+  if (decode) s.drive = kda_decode_drive;
+  s.flops = kda_flops;
+  s.bytes = kda_bytes;
+  return s;
+}
+
+}  // namespace
+
+DG_REGISTER_OP(kda, kda_spec(false));
+DG_REGISTER_OP(kda_decode, kda_spec(true));
+
+}  // namespace dg

@@ -1,0 +1,126 @@
+// CPU KDA candidates: their entry points, and the per-token input preparation they share.
+//
+// Prefill (op "kda"): in q, k [B,T,H,K], v [B,T,HV,V], g [B,T,HV,K], beta [B,T,HV], optional A_log
+// [HV], dt_bias [HV*K], h0 [N,HV,K,V] (V-first: [N,HV,V,K]); out o [B,T,HV,V], ht like h0.
+//   kda_cpu_recurrent_f32  token loop, f32 state (FLA's fused-recurrent kernel, notes §2.3)
+//   kda_cpu_chunk_f32      chunked WY/UT form, C = 64, f32 throughout (notes §2.1)
+//   kda_cpu_chunk_bf16     the same, with the production GPU pipeline's bf16 storage (notes §2.2)
+// Decode step (op "kda_decode"): in q, k [B,1,H,K], v [B,1,HV,V], g [B,1,HV,K], beta [B,1,HV],
+// state_indices [B] (i64); out o [B,1,HV,V] and the in-out pool "state" [N,HV,K,V] (or V-first),
+// updated in place in the candidate's state dtype. A negative index is a padding slot: its o rows
+// are written as zeros and no state is touched.
+//   kda_decode_cpu_f32       f32 state; the recurrent candidate's exact step (bitwise equal)
+//   kda_decode_cpu_bf16state bf16 state: read, update in f32, round back once per step
+//
+// Every float input may be stored f32, bf16, f16 or f64; candidates read it one row at a time into
+// f32 buffers (f64 rounds once), so memory stays O(state + one chunk) beyond the outputs. Outputs are
+// written in whatever float dtype the harness allocated them in (one rounding from f32).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "harness/tensor.h"
+#include "reference/kda_params.h"
+
+namespace dg {
+
+void kda_cpu_recurrent_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
+void kda_cpu_chunk_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
+void kda_cpu_chunk_bf16(const KdaParams& p, const TensorMap& in, TensorMap& out);
+void kda_decode_cpu_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
+void kda_decode_cpu_bf16state(const KdaParams& p, const TensorMap& in, TensorMap& out);
+
+namespace kda_cpu {
+
+// --- rows of a tensor in its own dtype --------------------------------------------------------
+// dst[i] = t[offset + i] as f32 (exact for f32/bf16/f16, one rounding for f64).
+void load_row(const Tensor& t, int64_t offset, int64_t n, float* dst);
+// t[offset + i] = src[i], rounded once into t's dtype.
+void store_row(Tensor& t, int64_t offset, int64_t n, const float* src);
+
+// --- 64-byte aligned f32 scratch ----------------------------------------------------------------
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using Buffer = std::unique_ptr<float[], AlignedFree>;
+Buffer make_buffer(size_t n);   // zero-filled
+
+inline int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// --- token preparation --------------------------------------------------------------------------
+// Everything one (sequence, value head) pair reads per token, turned into what the recurrence uses:
+//   q = l2norm(q) (if enabled), times scale when fold_scale; k = l2norm(k); v as stored;
+//   g = log-space gate (pregated, or the in-op softplus / lower-bound gate from f, dt_bias, A_log);
+//   beta = beta, sigmoid(b) or 2 sigmoid(b).
+// All arithmetic in f32, in FLA's kernel order. With bf16_storage the stored q, k, v, g, beta are
+// first rounded to bf16 (the dtype the production pipeline reads), and the l2-normalised q and k
+// are rounded to bf16 again (FLA's l2norm kernel writes its result in the input dtype).
+class TokenReader {
+ public:
+  TokenReader(const KdaParams& p, const TensorMap& in, int64_t hv, bool fold_scale, bool bf16_storage);
+  // tok: index into the flattened [B*T] token axis. q, k, g: K floats; v: V floats. Returns beta.
+  float load(int64_t tok, float* q, float* k, float* v, float* g) const;
+
+ private:
+  const KdaParams& p_;
+  const Tensor &q_, &k_, &v_, &g_, &beta_;
+  int64_t h_, hv_;
+  bool fold_scale_, bf16_;
+  float scale_, a_ = 1.0f, lb_;
+  std::vector<float> dt_bias_;
+};
+
+// One token of the fused-recurrent algorithm on an f32 state S (K rows of V, row stride ldS):
+//   S *= exp(g) (per row); r = v - S^T k; r *= beta; S += k r^T; o = S^T q.
+// The decay and the residual share one sweep over S, the write and the read another; each element
+// sees the same operations, and each reduction runs over d = 0..K-1 in order, as the unfused loops
+// would. work: V floats.
+void recurrent_step(float* S, int64_t ldS, int64_t K, int64_t V, const float* q, const float* k,
+                    const float* v, const float* g, float beta, float* o, float* work);
+
+// State of pair (slot, hv) of a [N,HV,K,V] (or [N,HV,V,K]) tensor <-> K rows of stride ldS.
+void load_state(const Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, float* S, int64_t ldS);
+void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const float* S, int64_t ldS);
+
+// Output tensor `name` of `out`, checked to have `numel` elements.
+Tensor& output(TensorMap& out, const char* name, int64_t numel);
+
+// Runs body(item, scratch) for item in [0, n) on up to hardware_concurrency() std::threads (fewer
+// when the work is small), handing out items one at a time; each thread builds its scratch once
+// with make_scratch(). The first exception thrown is rethrown after every thread has joined.
+template <class MakeScratch, class Body>
+void for_each_pair(int64_t n, double flops_per_item, MakeScratch make_scratch, Body body) {
+  constexpr double kMinFlopsPerThread = 4e6;   // below this a thread costs more than it saves
+  int64_t hw = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  int64_t by_work = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * flops_per_item / kMinFlopsPerThread));
+  int64_t threads = std::min({hw, n, by_work});
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto worker = [&] {
+    try {
+      auto scratch = make_scratch();
+      for (int64_t i; (i = next.fetch_add(1)) < n;) body(i, scratch);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+      next.store(n);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace kda_cpu
+}  // namespace dg

@@ -1,0 +1,20 @@
+// The KDA ops of driftgate: "kda" (prefill: a whole sequence in, o and the final state out) and
+// "kda_decode" (one token for each of B sequences per step, against a state pool the candidate keeps
+// in its state dtype; the harness drives T steps). Both share the parameters below and the reference
+// in reference/kda.h; their regimes are in datasets/regimes.cpp.
+#pragma once
+
+#include "harness/case.h"
+#include "harness/tensor.h"
+#include "reference/kda_params.h"
+
+namespace dg {
+
+// The typed parameters of a kda or kda_decode case.
+KdaParams kda_params(const Case& c);
+
+// Pool slot of sequence b in a kda_decode step: reversed order, so that a candidate that ignores
+// "state_indices" and uses slot b reads another sequence's state and is caught.
+inline int64_t kda_decode_slot(int64_t b, int64_t B) { return B - 1 - b; }
+
+}  // namespace dg

@@ -1,0 +1,29 @@
+// Renderers: Records in, a console table and versioned JSON out. Renderers read Records and
+// nothing else.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/verify.h"
+
+namespace dg {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Provenance of a run: git commit and dirty flag, compiler, flags, CPU, seed, command line.
+nlohmann::json run_context(const std::string& command_line);
+
+nlohmann::json to_json(const Record& r);
+nlohmann::json records_json(const std::vector<Record>& records, const std::string& command_line);
+
+// The drift table: one row per (case, candidate): bits, max ULP, rms_ratio, drift growth exponent,
+// ref_bits when certified, disposition.
+std::string drift_table(const std::vector<Record>& records);
+
+// Writes text to a temporary file beside `path` and renames it into place.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace dg

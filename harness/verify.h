@@ -1,0 +1,78 @@
+// driftgate verify: run the reference and candidates on the same inputs, measure precision drift,
+// and turn it into one Record per (case, candidate).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "harness/metrics.h"
+#include "harness/registry.h"
+#include "reference/real/tier.h"
+
+namespace dg {
+
+// Outcomes are enums, never bools (DESIGN.md).
+enum class Disposition : uint8_t { PASSED, INCORRECT, ERRORED, INVALID, NOT_SUPPORTED, SKIPPED };
+std::string_view disposition_name(Disposition d);
+
+struct OutputResult {
+  std::string name;                 // "o", "ht"
+  DType dtype;                      // the candidate's dtype for this output (its ULP format)
+  TensorMetrics metrics;
+  std::optional<DriftCurve> drift;  // sequence outputs only
+};
+
+struct Certificate {
+  Tier against;                     // the tier it was recomputed at
+  std::string sample;               // what was recomputed ("all 1024 tokens", "first 256 tokens of each sequence")
+  double ref_bits = 0;              // min over outputs of -log2(||r_tier - r_up|| / ||r_up||) on the sample
+  bool sufficient = false;          // ref_bits >= candidate output precision + 20
+};
+
+struct Record {
+  std::string case_str;
+  std::string op;
+  std::string candidate;
+  Tier tier = Tier::f64;
+  std::optional<Certificate> cert;
+  std::vector<OutputResult> outputs;
+  Disposition disposition = Disposition::SKIPPED;
+  std::string reason;               // why it is not PASSED (empty when PASSED)
+  double min_bits = 0;              // the floor it was judged against
+  double seconds = 0;               // candidate wall time over the whole case
+  double ref_seconds = 0;           // reference wall time (shared by the case's rows)
+  double flops = 0, bytes = 0;      // work of the case
+  std::string reproduce;            // a command that reproduces this row
+};
+
+// The verify floor: the fewest bits (-log2 rms_ratio) a sound kernel whose outputs are in `format`
+// keeps on every case. Below it a candidate is INCORRECT even without a base to compare with
+// (the gate's relative rule is stricter). f64 40, f32 12, tf32 6, f16 6, bf16 5, e4m3 2, e5m2 1.
+double verify_floor_bits(DType format);
+
+struct VerifyOptions {
+  Tier tier = Tier::dd;
+  bool certify = false;
+  std::string save_failures_dir;    // empty: do not save
+  std::optional<double> min_bits;   // overrides verify_floor_bits
+  std::string candidates_arg;       // for reproduce commands
+};
+
+// Verifies one case. `stored` holds inputs read from a file (nullptr: generate from the case).
+// Throws InputError for bad input (before anything is measured).
+std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate*>& candidates,
+                                const VerifyOptions& opt, const TensorMap* stored = nullptr);
+
+// The inputs of a case from its regime generator.
+TensorMap generate_inputs(const Case& c);
+
+// Runs a candidate on a case (through the op's driver) into freshly allocated outputs.
+TensorMap run_candidate(const Candidate& cand, const Case& c, const TensorMap& in);
+
+// Agreement of two reference results on the elements where `hi` is not NaN: -log2(||lo - hi|| / ||hi||)
+// per output, minimum over outputs (128 when identical).
+double agreement_bits(const RefOutputs& lo, const RefOutputs& hi);
+
+}  // namespace dg
