@@ -228,7 +228,7 @@ double round_to(DType t, double x) {
 }
 
 double round_to(DType t, const DD& x) {
-  if (t == DType::f64) return x.hi + x.lo;   // RN(hi + lo); equals hi for a normalized DD
+  if (t == DType::f64) return x.lo == 0 ? x.hi : x.hi + x.lo;   // RN(hi + lo): hi when normalized
   if (!info(t).is_float) {
     const double s = x.hi + x.lo;
     if (s != s) throw_int_range(t, s);
@@ -267,7 +267,8 @@ double round_tf32(double x, Tf32Mode mode) {
 
 double round_to_odd(const DD& x) {
   // TwoSum: s + err == hi + lo exactly, s = RN(hi + lo), |err| <= ulp(s)/2. This also accepts a
-  // DD that is not normalized.
+  // DD that is not normalized. lo == 0 returns hi as it is, which keeps a negative zero.
+  if (x.lo == 0) return x.hi;
   const double s = x.hi + x.lo;
   if (!std::isfinite(s)) {
     // hi + lo overflowed: truncation toward zero gives DBL_MAX, which is odd already.

@@ -180,10 +180,10 @@ Entry parse_entry(const std::string& name, const json& v, const std::string& pat
   e.end = parse_count((*off)[1], path, where, false);
   if (e.begin > e.end) fail(path, fmt::format("{}: begin {} > end {}", where, e.begin, e.end));
   if (e.end - e.begin != e.nbytes)
-    fail(path, fmt::format("{}: byte size mismatch: dtype {} with shape {} ({} elements of {} bytes) needs "
-                           "expected {} bytes, but data_offsets [{}, {}] hold actual {} bytes",
-                           tname, e.st_dtype, shape_text(*sh), numel, esize, e.nbytes, e.begin, e.end,
-                           e.end - e.begin));
+    fail(path, fmt::format("{}: byte size mismatch: dtype {} with shape {} is {} elements of {} bytes, "
+                           "expected {} bytes, actual {} bytes (data_offsets [{}, {}])",
+                           tname, e.st_dtype, shape_text(*sh), numel, esize, e.nbytes, e.end - e.begin,
+                           e.begin, e.end));
   return e;
 }
 
@@ -208,10 +208,13 @@ json parse_header(const std::string& text, const std::string& path) {
         Level& l = levels.back();
         const std::string& k = parsed.get_ref<const std::string&>();
         if (!l.keys.insert(k).second && duplicate.empty()) {
-          if (levels.size() == 1)
+          if (levels.size() == 1 && k != kMetadataKey)
             duplicate = fmt::format("duplicate tensor name {} in the header", quote_json(k));
           else
-            duplicate = fmt::format("duplicate key {} in entry {} of the header", quote_json(k), quote_json(l.owner));
+            duplicate = levels.size() == 1
+                            ? fmt::format("duplicate key {} in the header", quote_json(k))
+                            : fmt::format("duplicate key {} in entry {} of the header", quote_json(k),
+                                          quote_json(l.owner));
         }
         l.last_key = k;
         break;

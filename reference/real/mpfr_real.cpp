@@ -1,6 +1,7 @@
 // Mpfr<Bits>: conversions out of MPFR and the per-thread cache guard (see mpfr_real.h).
 #include "reference/real/mpfr_real.h"
 
+#include <cmath>
 #include <vector>
 
 #include "harness/dtype.h"

@@ -318,7 +318,7 @@ TEST_F(SafetensorsTest, DirectoryIsNotAFile) {
 }
 
 TEST_F(SafetensorsTest, ShorterThanEightBytes) {
-  EXPECT_THAT(read_error(put("short.safetensors", "\x05\x00\x00")),
+  EXPECT_THAT(read_error(put("short.safetensors", std::string("\x05\x00\x00", 3))),
               AllOf(HasSubstr("3 bytes"), HasSubstr("shorter than the 8-byte header length")));
   EXPECT_THAT(read_error(put("zero.safetensors", "")), HasSubstr("0 bytes"));
 }
@@ -457,6 +457,8 @@ TEST_F(SafetensorsTest, DuplicateTensorName) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                              R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   EXPECT_THAT(read_error_of(header, std::string(8, 'x')), HasSubstr("duplicate tensor name \"a\""));
+  EXPECT_THAT(read_error_of(R"({"__metadata__":{},"__metadata__":{}})"),
+              HasSubstr("duplicate key \"__metadata__\" in the header"));
 }
 
 TEST_F(SafetensorsTest, DuplicateKeyInsideAnEntry) {

@@ -1,0 +1,175 @@
+// The driftgate command line end to end: the main job's JSON, export/run round trips, and every
+// bad-input path: exit code 2, a message naming the problem, and no output file left behind.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/safetensors.h"
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Result run(const std::string& args) {
+  std::string err_path = ::testing::TempDir() + "/dg_cli_stderr.txt";
+  std::string cmd = std::string(DRIFTGATE_EXE) + " " + args + " 2>" + err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err_path)};
+}
+
+std::string tmp(const std::string& name) {
+  std::string p = ::testing::TempDir() + "/dg_cli_" + name;
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(Cli, ListsRegistries) {
+  Result r = run("list candidates --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<std::string> names;
+  for (const auto& c : j) names.push_back(c["name"]);
+  for (const char* want : {"kda_cpu_recurrent_f32", "kda_cpu_chunk_f32", "kda_cpu_chunk_bf16", "kda_decode_cpu_f32",
+                           "kda_decode_cpu_bf16state"})
+    EXPECT_THAT(names, ::testing::Contains(want));
+  EXPECT_EQ(run("list suites").rc, 0);
+  EXPECT_THAT(run("list regimes").out, HasSubstr("long_memory"));
+  EXPECT_THAT(run("list ops").out, HasSubstr("kda_decode"));
+}
+
+TEST(Cli, VerifySmokeSuiteWritesVersionedJson) {
+  std::string json = tmp("smoke.json");
+  Result r = run("verify --suite kda-smoke --json " + json);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kda_cpu_chunk_f32"));
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_TRUE(j["context"].contains("git_commit"));
+  EXPECT_TRUE(j["context"].contains("compiler"));
+  // Every kda case has 3 candidates, every kda_decode case 2.
+  EXPECT_EQ(j["records"].size(), 11u * 3 + 2u * 2);
+  for (const auto& rec : j["records"]) {
+    EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << rec["candidate"] << ": " << rec["reason"];
+    EXPECT_THAT(rec["reproduce"].get<std::string>(), HasSubstr("driftgate verify --candidate"));
+    double bits = rec["outputs"]["o"]["bits"];
+    EXPECT_GT(bits, 5.0);
+    EXPECT_TRUE(rec["outputs"]["o"].contains("drift"));
+  }
+}
+
+TEST(Cli, ExportRunVerifyRoundTrip) {
+  std::string golden = tmp("golden.safetensors"), outs = tmp("outs.safetensors");
+  const std::string c = "kda(T=40,H=1,K=16,V=16,regime=long_memory,dtype=f32,seed=2)";
+  Result e = run("export --case '" + c + "' --ref-tier dd --out " + golden);
+  ASSERT_EQ(e.rc, 0) << e.err;
+  SafetensorsFile f = read_safetensors(golden);
+  EXPECT_EQ(f.metadata.at("case"), c);
+  EXPECT_EQ(f.metadata.at("tier"), "dd");
+  EXPECT_TRUE(f.metadata.count("ref_bits"));
+  EXPECT_EQ(f.tensors.at("o").dtype(), DType::f64);
+  Result r = run("run --candidate kda_cpu_chunk_f32 --in " + golden + " --out " + outs);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  SafetensorsFile o = read_safetensors(outs);
+  ASSERT_TRUE(o.tensors.count("o"));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < o.tensors.at("o").numel(); ++i) {
+    double d = o.tensors.at("o").get(i) - f.tensors.at("o").get(i);
+    num += d * d;
+    den += f.tensors.at("o").get(i) * f.tensors.at("o").get(i);
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  Result v = run("verify --candidate kda_cpu_chunk_f32 --case '" + c + "' --inputs " + golden);
+  EXPECT_EQ(v.rc, 0) << v.out << v.err;
+}
+
+// Every bad-input path: exit 2, the problem named on stderr, no --json file written.
+void expect_bad_input(const std::string& args, const std::string& message) {
+  std::string json = tmp("bad.json");
+  Result r = run(args + " --json " + json);
+  EXPECT_EQ(r.rc, 2) << args << "\n" << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr(message)) << args;
+  EXPECT_FALSE(fs::exists(json)) << args << " left a partial output";
+}
+
+TEST(Cli, BadInputExitsTwo) {
+  const std::string ok = "kda(T=8,H=1,K=8,V=8)";
+  expect_bad_input("verify --case 'gemm(T=1)'", "unknown op 'gemm'");
+  expect_bad_input("verify --candidate nope --case '" + ok + "'", "unknown candidate 'nope'");
+  expect_bad_input("verify --case 'kda(T=8,regime=nope)'", "unknown regime 'nope'");
+  expect_bad_input("verify --case 'kda(T=8'", "malformed case string");
+  expect_bad_input("verify --case 'kda(T=8,K=300)'", "K must be <= 256");
+  expect_bad_input("verify --case 'kda(T=8,H=2,HV=3)'", "HV % H must be 0");
+  expect_bad_input("verify --suite nope", "unknown suite 'nope'");
+  expect_bad_input("verify --case '" + ok + "' --ref-tier f80", "unknown reference tier 'f80'");
+  expect_bad_input("verify", "exactly one of --case or --suite");
+  EXPECT_EQ(run("verify --bogus-flag").rc, 2);
+  EXPECT_EQ(run("list things").rc, 2);
+}
+
+TEST(Cli, BadStoredInputsExitTwo) {
+  const std::string c = "kda(T=40,H=1,K=16,V=16,regime=varlen_ragged,seqlens=1/15,dtype=f32,seed=0)";
+  std::string golden = tmp("in.safetensors");
+  ASSERT_EQ(run("export --case '" + c + "' --ref-tier f64 --out " + golden).rc, 0);
+  SafetensorsFile f = read_safetensors(golden);
+
+  // NaN in a stored input.
+  std::string nan_file = tmp("nan.safetensors");
+  TensorMap t = f.tensors;
+  t["v"] = t["v"].clone();
+  t["v"].set(7, std::nan(""));
+  write_safetensors(nan_file, t, f.metadata);
+  expect_bad_input("verify --case '" + c + "' --inputs " + nan_file, "input tensor 'v' holds nan at flat index 7");
+
+  // cu_seqlens out of order.
+  std::string cu_file = tmp("cu.safetensors");
+  t = f.tensors;
+  t["cu_seqlens"] = t["cu_seqlens"].clone();
+  t["cu_seqlens"].set(1, 20);
+  write_safetensors(cu_file, t, f.metadata);
+  expect_bad_input("verify --case '" + c + "' --inputs " + cu_file, "cu_seqlens out of order");
+
+  // A truncated file.
+  std::string cut = tmp("cut.safetensors");
+  std::string bytes = slurp(golden);
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 100);
+  expect_bad_input("verify --case '" + c + "' --inputs " + cut, "cut.safetensors");
+  // A file that is not .safetensors at all.
+  std::string junk = tmp("junk.safetensors");
+  std::ofstream(junk, std::ios::binary) << "hello";
+  expect_bad_input("verify --case '" + c + "' --inputs " + junk, "junk.safetensors");
+  // run: no partial output either.
+  std::string out = tmp("run_out.safetensors");
+  Result r = run("run --candidate kda_cpu_chunk_f32 --in " + nan_file + " --out " + out);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace dg

@@ -1,0 +1,125 @@
+#include "harness/case.h"
+
+#include <cstring>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "datasets/suites.h"
+#include "harness/ops/kda_op.h"
+#include "harness/registry.h"
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::string& s) {
+  try {
+    parse_case(s);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Case, CanonicalStringRoundTrips) {
+  Case c = parse_case("kda( T = 64K, H=4, K=128, V=128, regime=long_memory, dtype=bf16, seed=3 )");
+  EXPECT_EQ(c.str(), "kda(T=65536,H=4,K=128,V=128,regime=long_memory,dtype=bf16,seed=3)");
+  EXPECT_EQ(parse_case(c.str()).str(), c.str());
+  EXPECT_EQ(c.integer("T"), 65536);
+  EXPECT_EQ(c.seed(), 3u);
+  EXPECT_EQ(c.dtype(), DType::bf16);
+}
+
+TEST(Case, DefaultsAreFilledAndOmitted) {
+  Case c = parse_case("kda(T=8,H=1,K=4,V=4)");
+  EXPECT_EQ(c.str(), "kda(T=8,H=1,K=4,V=4,regime=kimi_linear,dtype=bf16,seed=0)");
+  // The regime implies its gate and beta modes; they are not printed because they are defaults.
+  EXPECT_EQ(c.text("gate"), "softplus");
+  EXPECT_EQ(c.text("beta"), "sigmoid");
+  Case lm = parse_case("kda(T=8,H=1,K=4,V=4,regime=long_memory)");
+  EXPECT_EQ(lm.text("gate"), "pregated");
+  // A value equal to its default is not part of the identity.
+  EXPECT_EQ(parse_case("kda(T=8,H=1,K=4,V=4,gate=softplus)").str(), c.str());
+  Case o = parse_case("kda(T=8,H=1,K=4,V=4,gate=pregated,scale=0.5)");
+  EXPECT_EQ(o.str(), "kda(T=8,H=1,K=4,V=4,gate=pregated,scale=0.5,regime=kimi_linear,dtype=bf16,seed=0)");
+}
+
+TEST(Case, RegimeDefaultsForShapes) {
+  Case c = parse_case("kda(T=130,H=1,regime=odd_dims)");
+  EXPECT_EQ(c.integer("K"), 60);
+  EXPECT_EQ(c.integer("V"), 100);
+  EXPECT_EQ(parse_case(c.str()).str(), c.str());
+}
+
+TEST(Case, VarlenSegments) {
+  Case c = parse_case("kda(T=4096,H=1,K=16,V=16,regime=varlen_ragged)");
+  KdaParams p = kda_params(c);
+  EXPECT_EQ(p.cu_seqlens, (std::vector<int64_t>{0, 1, 16, 79, 143, 208, 1208, 4096}));
+  EXPECT_THAT(error_of("kda(T=100,H=1,K=16,V=16,seqlens=50/60)"), HasSubstr("exceeds T=100"));
+  EXPECT_THAT(error_of("kda(T=100,B=2,H=1,K=16,V=16,seqlens=50/50)"), HasSubstr("needs B=1"));
+}
+
+TEST(Case, WithReplacesOneParameter) {
+  Case c = parse_case("kda(T=64,H=2,K=16,V=16,regime=long_memory,seed=1)");
+  EXPECT_EQ(c.with("T", "1").str(), "kda(T=1,H=2,K=16,V=16,regime=long_memory,dtype=bf16,seed=1)");
+}
+
+TEST(Case, BadInputNamesTheProblem) {
+  EXPECT_THAT(error_of("kda(T=64"), HasSubstr("malformed case string"));
+  EXPECT_THAT(error_of("kda T=64"), HasSubstr("malformed case string"));
+  EXPECT_THAT(error_of("(T=64)"), HasSubstr("no op name"));
+  EXPECT_THAT(error_of("kda(T=64,)"), HasSubstr("trailing comma"));
+  EXPECT_THAT(error_of("kda(T64)"), HasSubstr("not name=value"));
+  EXPECT_THAT(error_of("kda(T=1,T=2)"), HasSubstr("given twice"));
+  EXPECT_THAT(error_of("gemm(T=1)"), HasSubstr("unknown op 'gemm'"));
+  EXPECT_THAT(error_of("kda(X=1)"), HasSubstr("unknown parameter 'X'"));
+  EXPECT_THAT(error_of("kda(T=abc)"), HasSubstr("parameter 'T' expects an integer"));
+  EXPECT_THAT(error_of("kda(scale=nan)"), HasSubstr("expects a finite number"));
+  EXPECT_THAT(error_of("kda(gate=relu)"), HasSubstr("one of: pregated, softplus, lower_bound"));
+  EXPECT_THAT(error_of("kda(regime=nope)"), HasSubstr("unknown regime 'nope'"));
+  EXPECT_THAT(error_of("kda(K=300)"), HasSubstr("K must be <= 256"));
+  EXPECT_THAT(error_of("kda(H=2,HV=3)"), HasSubstr("HV % H must be 0"));
+  EXPECT_THAT(error_of("kda(T=0)"), HasSubstr("T must be >= 1"));
+  EXPECT_THAT(error_of("kda(dtype=f8)"), HasSubstr("one of: f64, f32, bf16, f16"));
+  EXPECT_THAT(error_of("kda(lb=0.5,gate=lower_bound)"), HasSubstr("lb must be < 0"));
+  EXPECT_THAT(error_of("kda(seqlens=1/x)"), HasSubstr("integers separated by '/'"));
+}
+
+TEST(Suites, EveryCaseParsesCanonically) {
+  for (const Suite& s : all_suites()) {
+    EXPECT_FALSE(s.cases.empty()) << s.name;
+    for (const std::string& cs : s.cases) {
+      Case c = parse_case(cs);
+      EXPECT_EQ(c.str(), cs) << "suite " << s.name << " should list canonical strings";
+    }
+  }
+  ASSERT_NE(find_suite("kda-long"), nullptr);
+  EXPECT_EQ(find_suite("kda-long")->cases.size(), 12u);
+}
+
+TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
+  for (const Regime* r : all_regimes()) {
+    std::string T = r->name == "varlen_ragged" ? "1300" : "70";
+    Case c = make_case(r->op, {{"T", T}, {"H", "1"}, {"K", "8"}, {"V", "8"}, {"regime", r->name}});
+    TensorMap in;
+    r->generate(c, in);
+    EXPECT_NO_THROW(find_op(c.op())->check_inputs(c, in)) << c.str();
+  }
+}
+
+TEST(Regimes, InputsArePureFunctionsOfTheCase) {
+  Case c = parse_case("kda(T=33,H=1,K=8,V=8,regime=kimi_linear,seed=5)");
+  TensorMap a, b;
+  find_regime("kda", "kimi_linear")->generate(c, a);
+  find_regime("kda", "kimi_linear")->generate(c, b);
+  for (const auto& [name, t] : a)
+    EXPECT_EQ(0, std::memcmp(t.bytes(), b.at(name).bytes(), t.nbytes())) << name;
+  TensorMap other;
+  find_regime("kda", "kimi_linear")->generate(c.with("seed", "6"), other);
+  EXPECT_NE(0, std::memcmp(a.at("q").bytes(), other.at("q").bytes(), a.at("q").nbytes()));
+}
+
+}  // namespace
+}  // namespace dg
