@@ -113,9 +113,7 @@ std::string Case::str() const {
     first = false;
   };
   for (const ParamSpec& p : op->params)
-    if (p.always_print) emit(p);
-  for (const ParamSpec& p : op->params)
-    if (!p.always_print && !is_default(p.name)) emit(p);
+    if (p.always_print || !is_default(p.name)) emit(p);
   return s + ")";
 }
 

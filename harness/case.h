@@ -36,8 +36,8 @@ struct ParamSpec {
 class Case {
  public:
   const std::string& op() const { return op_; }
-  // Canonical string: op(always-printed params in schema order, then every other parameter whose
-  // value differs from its default, in schema order).
+  // Canonical string: op(params in schema order: the always-printed ones, and every other one whose
+  // value differs from its default).
   std::string str() const;
 
   int64_t integer(std::string_view name) const;

@@ -23,9 +23,10 @@
 //               above that, to bound memory, it comes from a histogram whose bins are the double's
 //               exponent and top 8 significand bits (256 bins per octave), and is the largest error
 //               in the bin that holds the exact p99: exact <= ulp_p99 < exact * (1 + 2^-8).
-// All sums are computed in double with compensated (Neumaier) accumulation in index order. Norms of
-// values beyond 2^440 or below 2^-440 in magnitude are recomputed with an exact power-of-two scale,
-// so that squares neither overflow nor underflow (the ratios are scale-invariant).
+// All sums are computed in double with compensated (Neumaier) accumulation in index order. When the
+// largest finite magnitude is beyond 2^440 or below 2^-440, the norms are recomputed with an exact
+// power-of-two scale, so that squares neither overflow nor underflow (the ratios are scale-invariant,
+// and a tiny wrong output cannot pass as exact because its squares vanished).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "harness/verify.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -165,7 +166,10 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.bytes = op->bytes(c);
     rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}", cand->name(), c.str(),
                                 tier_name(opt.tier), opt.certify ? " --certify" : "");
-    rec.min_bits = opt.min_bits.value_or(verify_floor_bits(cand->info().output_dtype));
+    // A candidate is held to the floor of the narrowest format it declares (a bf16 state limits o).
+    const CandidateInfo& ci = cand->info();
+    rec.min_bits = opt.min_bits.value_or(std::min({verify_floor_bits(ci.input_dtype), verify_floor_bits(ci.state_dtype),
+                                                   verify_floor_bits(ci.output_dtype)}));
     if (cert) {
       rec.cert = cert;
       rec.cert->sufficient = cert->ref_bits >= info(cand->info().output_dtype).precision + 20;

@@ -50,6 +50,7 @@ struct Record {
 // The verify floor: the fewest bits (-log2 rms_ratio) a sound kernel whose outputs are in `format`
 // keeps on every case. Below it a candidate is INCORRECT even without a base to compare with
 // (the gate's relative rule is stricter). f64 40, f32 12, tf32 6, f16 6, bf16 5, e4m3 2, e5m2 1.
+// A candidate is held to the floor of the narrowest of its input, state and output dtypes.
 double verify_floor_bits(DType format);
 
 struct VerifyOptions {

@@ -29,14 +29,29 @@ inline V16 operator+(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline V16 operator-(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline V16 operator*(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
-// clamp(x, lo, hi), NaN passing through (the intrinsics return their second operand on NaN).
+// The masked forms below, with every lane selected, spell out the pass-through operand that the
+// plain intrinsics leave undefined (GCC 12 warns about the undefined one under -Wall).
+constexpr __mmask16 kAll16 = 0xFFFF;
+// clamp(x, lo, hi), NaN passing through (max/min return their second operand on NaN).
 inline V16 clamp(V16 x, float lo, float hi) {
-  return {_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x.v))};
+  const __m512 m = _mm512_mask_max_ps(x.v, kAll16, _mm512_set1_ps(lo), x.v);
+  return {_mm512_mask_min_ps(m, kAll16, _mm512_set1_ps(hi), m)};
 }
-inline V16 round_nearest(V16 x) { return {_mm512_roundscale_ps(x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline V16 round_nearest(V16 x) {
+  return {_mm512_mask_roundscale_ps(x.v, kAll16, x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 // p * 2^n for integer-valued n, rounded once (also into the subnormal range).
-inline V16 scale2(V16 p, V16 n) { return {_mm512_scalef_ps(p.v, n.v)}; }
-inline float hsum(V16 a) { return _mm512_reduce_add_ps(a.v); }
+inline V16 scale2(V16 p, V16 n) { return {_mm512_mask_scalef_ps(p.v, kAll16, p.v, n.v)}; }
+// Pairwise tree: 16 -> 8 -> 4 -> 2 -> 1.
+inline float hsum(V16 a) {
+  const __m512d d = _mm512_castps_pd(a.v);
+  const __m256 lo = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 0));
+  const __m256 hi = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
 constexpr int kGemmMR = 8;   // 8 x 32 tile: 16 accumulators of the 32 registers
 
 #else

@@ -15,6 +15,12 @@
 #include <string>
 #include <vector>
 
+#if defined(DRIFTGATE_CUDA_HOST_HEADERS)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
+
 namespace dg {
 namespace {
 
@@ -83,8 +89,8 @@ struct Checker {
     expect(decode(t, encode(t, x)), want, "encode(double) " + hex(x));
   }
   void dd(DD x) {
-    Mp m(300, x.hi);
-    if (mpfr_add_d(m.v, m.v, x.lo, MPFR_RNDN) != 0) ADD_FAILURE() << "test bug: inexact DD sum";
+    Mp m(300, x.hi);   // lo == 0 keeps hi's sign of zero
+    if (x.lo != 0 && mpfr_add_d(m.v, m.v, x.lo, MPFR_RNDN) != 0) ADD_FAILURE() << "test bug: inexact DD sum";
     expect(round_to(t, x), emulate(t, m.v), "DD{" + hex(x.hi) + ", " + hex(x.lo) + "}");
   }
   void mp(mpfr_srcptr x) {
@@ -507,7 +513,8 @@ TEST(Tf32, ModesAgainstReference) {
 std::vector<float> f32_probes(DType t) {
   std::vector<float> v;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) v.push_back(f32_from_bits(static_cast<uint32_t>(b)));
-  for (uint64_t b = 0; b < 0x8000; ++b) {
+  const uint64_t positive_patterns = uint64_t{1} << (8 * info(t).storage_bytes - 1);
+  for (uint64_t b = 0; b + 1 < positive_patterns; ++b) {
     const double a = decode(t, b);
     const double c = decode(t, b + 1);
     if (!std::isfinite(a) || !std::isfinite(c)) continue;
@@ -551,6 +558,51 @@ TEST(FastPaths, F16MatchesEncodeDecode) {
   }
   EXPECT_EQ(failures, 0);
 }
+
+#if defined(DRIFTGATE_CUDA_HOST_HEADERS)
+// CUDA's own converters, host side (cuda_fp8.h / cuda_bf16.h / cuda_fp16.h; no GPU needed). Their
+// fp8 constructors saturate (__NV_SATFINITE): e4m3 matches our policy; for e5m2 (ours overflows to
+// Inf, as IEEE) only inputs below the overflow threshold max + ulp/2 = 61440 are compared.
+TEST(CudaHostConverters, FromFloat) {
+  int failures = 0;
+  const auto fail = [&](const char* what, float x) {
+    if (++failures <= 10) ADD_FAILURE() << what << " " << hex(x);
+  };
+  for (const DType t : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    for (const float x : f32_probes(t)) {
+      if (__nv_fp8_e4m3(x).__x != encode(DType::e4m3, x)) fail("e4m3", x);
+      if ((std::isnan(x) || std::fabs(x) < 61440.0f) && __nv_fp8_e5m2(x).__x != encode(DType::e5m2, x)) {
+        fail("e5m2", x);
+      }
+      if (std::isnan(x)) continue;
+      if (__bfloat16_as_ushort(__nv_bfloat16(x)) != encode(DType::bf16, x)) fail("bf16", x);
+      if (__half_as_ushort(__half(x)) != encode(DType::f16, x)) fail("f16", x);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// The constructors from double convert directly (one rounding), so they must match too.
+TEST(CudaHostConverters, FromDouble) {
+  int failures = 0;
+  for (const DType t : {DType::e4m3, DType::e5m2, DType::bf16, DType::f16}) {
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 200000; ++i) {
+      const double x = random_double(rng, t);
+      unsigned got = 0;
+      switch (t) {
+        case DType::e4m3: got = __nv_fp8_e4m3(x).__x; break;
+        case DType::e5m2: got = __nv_fp8_e5m2(x).__x; break;
+        case DType::bf16: got = __bfloat16_as_ushort(__nv_bfloat16(x)); break;
+        default: got = __half_as_ushort(__half(x)); break;
+      }
+      if (t == DType::e5m2 && !(std::fabs(x) < 61440.0)) continue;
+      if (got != encode(t, x) && ++failures <= 10) ADD_FAILURE() << name(t) << " " << hex(x);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+#endif
 
 // --- ULP -------------------------------------------------------------------------------------------
 
