@@ -102,9 +102,10 @@ const std::vector<RegimeDef>& regime_table() {
       {"glm_safe_gate", "lower-bound (safe) gate g = -5 sigmoid(exp(A_log)(f + dt_bias)) with A_log = 0, as the "
        "safe-gate layer initialises it; beta = sigmoid(b)",
        {{"gate", "lower_bound"}, {"lb", "-5"}, {"beta", "sigmoid"}}, [](KdaDists& d, const KdaParams&) { d.A_log = constant(0.0); }},
-      {"long_memory", "near-zero decay g ~ U[-1e-4, 0] and small beta ~ U[0.01, 0.1]: memory never fades, so "
-       "per-chunk rounding accumulates with context (the long-context drift regime)",
-       {}, [](KdaDists& d, const KdaParams&) { d.g = uniform(-1e-4, 0.0); d.beta = uniform(0.01, 0.1); }},
+      {"long_memory", "near-zero decay g ~ U[-1e-4, 0], small beta ~ U[1e-3, 1e-2] and a carried initial state "
+       "(decode continues a prefilled context): memory barely fades, so rounding accumulates with context instead "
+       "of decaying, and a state stored in bf16 cannot even apply the decay (1 - 5e-5 rounds to 1)",
+       {{"h0", "1"}}, [](KdaDists& d, const KdaParams&) { d.g = uniform(-1e-4, 0.0); d.beta = uniform(1e-3, 1e-2); }},
       {"zero_gate", "g = 0 exactly: no decay at all; exercises chunk-boundary terms that decaying gates hide",
        {}, [](KdaDists& d, const KdaParams&) { d.g = constant(0.0); }},
       {"forget_mix", "g = 0 with 1% of elements at -1000 (near-total forgetting of that channel)",

@@ -24,7 +24,7 @@ std::vector<Suite> build() {
                    "kda(T=1208,H=1,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)",
                    "kda(T=200,H=1,K=64,V=64,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)",
                    "kda_decode(T=256,B=4,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
-                   "kda_decode(T=256,B=2,H=1,K=64,V=64,h0=1,layout=vfirst,regime=long_memory,dtype=bf16,seed=0)",
+                   "kda_decode(T=256,B=2,H=1,K=64,V=64,layout=vfirst,regime=long_memory,dtype=bf16,seed=0)",
                }});
 
   // kda-regimes: every regime at T=4096 (odd_dims keeps its K=60, V=100).

@@ -151,7 +151,7 @@ const Fp8Tables& fp8_tables() {
   return t;
 }
 
-// The sign bit and the number of storage bits of a format's pattern.
+// The number of bits in a storage pattern of t.
 int storage_bits(DType t) { return 8 * info(t).storage_bytes; }
 
 // Nearest integer (ties to even) of the exact sum hi + lo, as a double.

@@ -127,127 +127,163 @@ template <class Real> class GenericState {
   std::vector<Real> s_;
 };
 
-// f64: the same loops vectorized over v; the state update is one fma, both reductions are Dot2 per
-// lane (TwoProd of the product, TwoSum into the lane's sum, errors summed in a second lane).
+// The vectorized kernels: compiled for 512-bit vectors (GCC prefers 256-bit ones on AVX-512
+// machines by default), vectorized over v, each sweep over v handling R consecutive state rows so a
+// lane's accumulators are loaded and stored once per R rows. Within a lane the operations and their
+// order are those of the generic loops (row k before row k + 1).
+#define DG_KERNEL __attribute__((noinline, target("prefer-vector-width=512")))
+
+// f64, pass 1: S[k,:] *= a[k]; (sum, err)[:] += S[k,:] * b[k] by Dot2, for the R rows at s.
+template <int R>
+DG_KERNEL void f64_pass1(double* __restrict s, int64_t V, const double* __restrict a, const double* __restrict b,
+                         double* __restrict sum, double* __restrict err) {
+  for (int64_t v = 0; v < V; ++v) {
+    double sv = sum[v], ev = err[v];
+    for (int i = 0; i < R; ++i) {
+      double x = s[i * V + v] * a[i];
+      s[i * V + v] = x;
+      dot2_step(sv, ev, x, b[i]);
+    }
+    sum[v] = sv;
+    err[v] = ev;
+  }
+}
+// f64, pass 2: S[k,:] = fma(bk[k], r[:], S[k,:]); (sum, err)[:] += S[k,:] * q[k] by Dot2.
+template <int R>
+DG_KERNEL void f64_pass2(double* __restrict s, int64_t V, const double* __restrict bk, const double* __restrict q,
+                         const double* __restrict r, double* __restrict sum, double* __restrict err) {
+  for (int64_t v = 0; v < V; ++v) {
+    double sv = sum[v], ev = err[v];
+    const double rv = r[v];
+    for (int i = 0; i < R; ++i) {
+      double x = std::fma(bk[i], rv, s[i * V + v]);
+      s[i * V + v] = x;
+      dot2_step(sv, ev, x, q[i]);
+    }
+    sum[v] = sv;
+    err[v] = ev;
+  }
+}
+
+// dd lane accumulator: (h, l) += x * b, the product's high part TwoSum'd into h, its low part and
+// the TwoSum error added to l (Sum2 in double-double; normalized once at the end).
+inline void dd_accumulate(double& h, double& l, const DD& x, const DD& b) {
+  double ph = x.hi * b.hi;
+  double pl = std::fma(x.hi, b.hi, -ph) + std::fma(x.lo, b.hi, std::fma(x.hi, b.lo, x.lo * b.lo));
+  DD s = two_sum(h, ph);
+  h = s.hi;
+  l = l + (s.lo + pl);
+}
+// dd, pass 1: S[k,:] = S[k,:] * a[k] (DWTimesDW); (sh, sl)[:] += S[k,:] * b[k].
+template <int R>
+DG_KERNEL void dd_pass1(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict a,
+                        const DD* __restrict b, double* __restrict sh, double* __restrict sl) {
+  for (int64_t v = 0; v < V; ++v) {
+    double h = sh[v], l = sl[v];
+    for (int i = 0; i < R; ++i) {
+      DD x = dw_times_dw(DD(xh[i * V + v], xl[i * V + v]), a[i]);
+      xh[i * V + v] = x.hi;
+      xl[i * V + v] = x.lo;
+      dd_accumulate(h, l, x, b[i]);
+    }
+    sh[v] = h;
+    sl[v] = l;
+  }
+}
+// dd, pass 2: S[k,:] = S[k,:] + bk[k] * r[:] (DWTimesDW, AccurateDWPlusDW); (sh, sl)[:] += S[k,:] * q[k].
+template <int R>
+DG_KERNEL void dd_pass2(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict bk,
+                        const DD* __restrict q, const double* __restrict rh, const double* __restrict rl,
+                        double* __restrict sh, double* __restrict sl) {
+  for (int64_t v = 0; v < V; ++v) {
+    double h = sh[v], l = sl[v];
+    const DD rv(rh[v], rl[v]);
+    for (int i = 0; i < R; ++i) {
+      DD x = dw_plus_dw(DD(xh[i * V + v], xl[i * V + v]), dw_times_dw(bk[i], rv));
+      xh[i * V + v] = x.hi;
+      xl[i * V + v] = x.lo;
+      dd_accumulate(h, l, x, q[i]);
+    }
+    sh[v] = h;
+    sl[v] = l;
+  }
+}
+
+// f64: the state update is one fma, both reductions are Dot2 per lane (TwoProd of the product,
+// TwoSum into the lane's sum, errors summed in a second lane).
 class F64State {
  public:
-  F64State(int64_t K, int64_t V) : K_(K), V_(V), s_(static_cast<size_t>(K * V), 0.0), c_(static_cast<size_t>(V)),
-                                   a_(static_cast<size_t>(V)) {}
+  F64State(int64_t K, int64_t V)
+      : K_(K), V_(V), s_(static_cast<size_t>(K * V), 0.0), sum_(static_cast<size_t>(V)), err_(static_cast<size_t>(V)) {}
   void set(int64_t k, int64_t v, double x) { s_[static_cast<size_t>(k * V_ + v)] = x; }
   double get(int64_t k, int64_t v) const { return s_[static_cast<size_t>(k * V_ + v)]; }
 
   void decay_project(const double* alpha, const double* kk, double* acc) {
-    double* __restrict sum = a_.data();
-    double* __restrict err = c_.data();
-    const int64_t V = V_;
-    for (int64_t v = 0; v < V; ++v) sum[v] = err[v] = 0.0;
-    for (int64_t k = 0; k < K_; ++k) {
-      double* __restrict row = s_.data() + k * V;
-      const double a = alpha[k], b = kk[k];
-      for (int64_t v = 0; v < V; ++v) {
-        double x = row[v] * a;
-        row[v] = x;
-        dot2_step(sum[v], err[v], x, b);
-      }
-    }
-    for (int64_t v = 0; v < V; ++v) acc[v] = sum[v] + err[v];
+    std::fill(sum_.begin(), sum_.end(), 0.0);
+    std::fill(err_.begin(), err_.end(), 0.0);
+    int64_t k = 0;
+    for (; k + kRows <= K_; k += kRows) f64_pass1<kRows>(row(k), V_, alpha + k, kk + k, sum_.data(), err_.data());
+    for (; k < K_; ++k) f64_pass1<1>(row(k), V_, alpha + k, kk + k, sum_.data(), err_.data());
+    for (int64_t v = 0; v < V_; ++v) acc[v] = sum_[static_cast<size_t>(v)] + err_[static_cast<size_t>(v)];
   }
   void write_read(const double* bk, const double* r, const double* q, double* out) {
-    double* __restrict sum = a_.data();
-    double* __restrict err = c_.data();
-    const double* __restrict rr = r;
-    const int64_t V = V_;
-    for (int64_t v = 0; v < V; ++v) sum[v] = err[v] = 0.0;
-    for (int64_t k = 0; k < K_; ++k) {
-      double* __restrict row = s_.data() + k * V;
-      const double b = bk[k], c = q[k];
-      for (int64_t v = 0; v < V; ++v) {
-        double x = std::fma(b, rr[v], row[v]);
-        row[v] = x;
-        dot2_step(sum[v], err[v], x, c);
-      }
-    }
-    for (int64_t v = 0; v < V; ++v) out[v] = sum[v] + err[v];
+    std::fill(sum_.begin(), sum_.end(), 0.0);
+    std::fill(err_.begin(), err_.end(), 0.0);
+    int64_t k = 0;
+    for (; k + kRows <= K_; k += kRows) f64_pass2<kRows>(row(k), V_, bk + k, q + k, r, sum_.data(), err_.data());
+    for (; k < K_; ++k) f64_pass2<1>(row(k), V_, bk + k, q + k, r, sum_.data(), err_.data());
+    for (int64_t v = 0; v < V_; ++v) out[v] = sum_[static_cast<size_t>(v)] + err_[static_cast<size_t>(v)];
   }
 
  private:
+  static constexpr int kRows = 4;
+  double* row(int64_t k) { return s_.data() + k * V_; }
   int64_t K_, V_;
-  AlignedVec s_, c_, a_;
+  AlignedVec s_, sum_, err_;
 };
 
-// dd: the state as structure-of-arrays (hi[], lo[]), vectorized over v. The state update is
-// DWTimesDW (decay), DWTimesDW + AccurateDWPlusDW (write), so the state stays normalized; the two
-// reductions keep a (hi, lo) pair per lane: TwoSum of the high parts, low parts and product errors
-// summed in lo (Sum2 in dd), normalized once at the end.
+// dd: the state as structure-of-arrays (hi[], lo[]); the state update is DWTimesDW (decay) and
+// DWTimesDW + AccurateDWPlusDW (write), so the state stays normalized; the reductions keep a
+// (hi, lo) pair per lane (dd_accumulate), normalized by one TwoSum at the end.
 class DDState {
  public:
   DDState(int64_t K, int64_t V)
       : K_(K), V_(V), hi_(static_cast<size_t>(K * V), 0.0), lo_(static_cast<size_t>(K * V), 0.0),
-        ah_(static_cast<size_t>(V)), al_(static_cast<size_t>(V)), rh_(static_cast<size_t>(V)),
-        rl_(static_cast<size_t>(V)) {}
+        sh_(static_cast<size_t>(V)), sl_(static_cast<size_t>(V)), rh_(static_cast<size_t>(V)), rl_(static_cast<size_t>(V)) {}
   void set(int64_t k, int64_t v, double x) {
     hi_[static_cast<size_t>(k * V_ + v)] = x;
     lo_[static_cast<size_t>(k * V_ + v)] = 0.0;
   }
-  DD get(int64_t k, int64_t v) const {
-    return {hi_[static_cast<size_t>(k * V_ + v)], lo_[static_cast<size_t>(k * V_ + v)]};
-  }
+  DD get(int64_t k, int64_t v) const { return {hi_[static_cast<size_t>(k * V_ + v)], lo_[static_cast<size_t>(k * V_ + v)]}; }
 
   void decay_project(const DD* alpha, const DD* kk, DD* acc) {
-    double* __restrict sh = ah_.data();
-    double* __restrict sl = al_.data();
-    const int64_t V = V_;
-    for (int64_t v = 0; v < V; ++v) sh[v] = sl[v] = 0.0;
-    for (int64_t k = 0; k < K_; ++k) {
-      double* __restrict xh = hi_.data() + k * V;
-      double* __restrict xl = lo_.data() + k * V;
-      const DD a = alpha[k], b = kk[k];
-      for (int64_t v = 0; v < V; ++v) {
-        DD x = dw_times_dw(DD(xh[v], xl[v]), a);
-        xh[v] = x.hi;
-        xl[v] = x.lo;
-        accumulate(sh[v], sl[v], x, b);
-      }
-    }
-    for (int64_t v = 0; v < V; ++v) acc[v] = two_sum(sh[v], sl[v]);
+    std::fill(sh_.begin(), sh_.end(), 0.0);
+    std::fill(sl_.begin(), sl_.end(), 0.0);
+    int64_t k = 0;
+    for (; k + kRows <= K_; k += kRows) dd_pass1<kRows>(hi(k), lo(k), V_, alpha + k, kk + k, sh_.data(), sl_.data());
+    for (; k < K_; ++k) dd_pass1<1>(hi(k), lo(k), V_, alpha + k, kk + k, sh_.data(), sl_.data());
+    for (int64_t v = 0; v < V_; ++v) acc[v] = two_sum(sh_[static_cast<size_t>(v)], sl_[static_cast<size_t>(v)]);
   }
   void write_read(const DD* bk, const DD* r, const DD* q, DD* out) {
-    double* __restrict sh = ah_.data();
-    double* __restrict sl = al_.data();
-    double* __restrict rh = rh_.data();
-    double* __restrict rl = rl_.data();
-    const int64_t V = V_;
-    for (int64_t v = 0; v < V; ++v) {
-      sh[v] = sl[v] = 0.0;
-      rh[v] = r[v].hi;
-      rl[v] = r[v].lo;
+    std::fill(sh_.begin(), sh_.end(), 0.0);
+    std::fill(sl_.begin(), sl_.end(), 0.0);
+    for (int64_t v = 0; v < V_; ++v) {
+      rh_[static_cast<size_t>(v)] = r[v].hi;
+      rl_[static_cast<size_t>(v)] = r[v].lo;
     }
-    for (int64_t k = 0; k < K_; ++k) {
-      double* __restrict xh = hi_.data() + k * V;
-      double* __restrict xl = lo_.data() + k * V;
-      const DD b = bk[k], c = q[k];
-      for (int64_t v = 0; v < V; ++v) {
-        DD x = dw_plus_dw(DD(xh[v], xl[v]), dw_times_dw(b, DD(rh[v], rl[v])));
-        xh[v] = x.hi;
-        xl[v] = x.lo;
-        accumulate(sh[v], sl[v], x, c);
-      }
-    }
-    for (int64_t v = 0; v < V; ++v) out[v] = two_sum(sh[v], sl[v]);
+    int64_t k = 0;
+    for (; k + kRows <= K_; k += kRows)
+      dd_pass2<kRows>(hi(k), lo(k), V_, bk + k, q + k, rh_.data(), rl_.data(), sh_.data(), sl_.data());
+    for (; k < K_; ++k) dd_pass2<1>(hi(k), lo(k), V_, bk + k, q + k, rh_.data(), rl_.data(), sh_.data(), sl_.data());
+    for (int64_t v = 0; v < V_; ++v) out[v] = two_sum(sh_[static_cast<size_t>(v)], sl_[static_cast<size_t>(v)]);
   }
 
  private:
-  // (sh, sl) += x * b: the product's high part TwoSum'd into sh, its low part and the TwoSum error
-  // added to sl.
-  static inline void accumulate(double& sh, double& sl, const DD& x, const DD& b) {
-    double ph = x.hi * b.hi;
-    double pl = std::fma(x.hi, b.hi, -ph) + std::fma(x.lo, b.hi, std::fma(x.hi, b.lo, x.lo * b.lo));
-    DD s = two_sum(sh, ph);
-    sh = s.hi;
-    sl = sl + (s.lo + pl);
-  }
+  static constexpr int kRows = 2;
+  double* hi(int64_t k) { return hi_.data() + k * V_; }
+  double* lo(int64_t k) { return lo_.data() + k * V_; }
   int64_t K_, V_;
-  AlignedVec hi_, lo_, ah_, al_, rh_, rl_;
+  AlignedVec hi_, lo_, sh_, sl_, rh_, rl_;
 };
 
 // --- the driver ---------------------------------------------------------------------------------

@@ -1,0 +1,116 @@
+// Speed of the CPU KDA candidates on one long head: B=1, T=16384, H=HV=1, K=V=128 (one (sequence,
+// head) pair, so one thread each), l2norm and sigmoid beta in-op, pregated g = logsigmoid(N(0,1)).
+//
+// Counters: tokens/s; GFLOP/s of the op's nominal work, 8 K V flops per token per head (decay,
+// residual, write, read: KdaParams::flops_per_token_head); pct_peak against one core's f32 FMA peak
+// = FMA units (2) x lanes (16 with AVX-512, else 8) x 2 flops x clock (the highest "cpu MHz" in
+// /proc/cpuinfo, or DG_CPU_GHZ). The chunk candidates also report alg_GFLOP/s and alg_pct_peak: the
+// flops their own algorithm executes, 2CK + C^2/3 + C(K+V) + 6KV + CV per token at chunk size C
+// (intra products, inverse, W and U, V', output, state update) -- 7% more than the nominal work.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "candidates/cpu/kda_cpu.h"
+
+namespace dg {
+namespace {
+
+using KdaFn = void (*)(const KdaParams&, const TensorMap&, TensorMap&);
+
+struct Fixture {
+  KdaParams p;
+  TensorMap in;
+};
+
+Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, double (*f)(double, double)) {
+  Tensor t(DType::f32, std::move(shape));
+  float* x = t.data<float>();
+  uint64_t s = seed;
+  auto uniform = [&] {   // splitmix64
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  };
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = static_cast<float>(f(uniform(), uniform()));
+  return t;
+}
+
+double normal(double u1, double u2) { return std::sqrt(-2 * std::log(1 - u1)) * std::cos(6.283185307179586 * u2); }
+double sym_uniform(double u1, double) { return 2 * u1 - 1; }
+double log_sigmoid_normal(double u1, double u2) { return -std::log1p(std::exp(-normal(u1, u2))); }
+
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    Fixture x;
+    KdaParams& p = x.p;
+    p.B = 1; p.T = 16384; p.H = 1; p.HV = 1; p.K = 128; p.V = 128;
+    p.beta = KdaBeta::sigmoid;
+    x.in["q"] = random_tensor({1, p.T, 1, p.K}, 1, sym_uniform);
+    x.in["k"] = random_tensor({1, p.T, 1, p.K}, 2, sym_uniform);
+    x.in["v"] = random_tensor({1, p.T, 1, p.V}, 3, sym_uniform);
+    x.in["g"] = random_tensor({1, p.T, 1, p.K}, 4, log_sigmoid_normal);
+    x.in["beta"] = random_tensor({1, p.T, 1}, 5, normal);
+    return x;
+  }();
+  return f;
+}
+
+double peak_gflops() {
+  double ghz = 0;
+  if (const char* env = std::getenv("DG_CPU_GHZ")) ghz = std::atof(env);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; ghz == 0 && std::getline(cpuinfo, line);)
+    if (line.rfind("cpu MHz", 0) == 0) ghz = std::max(ghz, std::atof(line.substr(line.find(':') + 1).c_str()) / 1000);
+  if (ghz <= 0) ghz = 2.0;
+#if defined(__AVX512F__)
+  const double lanes = 16;
+#else
+  const double lanes = 8;
+#endif
+  return 2 * lanes * 2 * ghz;
+}
+
+double chunk_flops_per_token(double K, double V, double C) {
+  return 2 * C * K + C * C / 3 + C * (K + V) + 6 * K * V + C * V;
+}
+
+void BM_kda(benchmark::State& state, KdaFn fn, DType o_dtype, bool chunked) {
+  const Fixture& f = fixture();
+  const KdaParams& p = f.p;
+  TensorMap out;
+  out["o"] = Tensor(o_dtype, {p.B, p.T, p.HV, p.V});
+  out["ht"] = Tensor(DType::f32, {1, p.HV, p.K, p.V});
+  for (auto _ : state) {
+    fn(p, f.in, out);
+    benchmark::ClobberMemory();
+  }
+  using benchmark::Counter;
+  const double tokens = static_cast<double>(p.B * p.T * p.HV), peak = peak_gflops();
+  const double gflop = tokens * p.flops_per_token_head() / 1e9;
+  state.counters["tokens/s"] = Counter(tokens, Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = Counter(gflop, Counter::kIsIterationInvariantRate);
+  state.counters["pct_peak"] = Counter(100 * gflop / peak, Counter::kIsIterationInvariantRate);
+  state.counters["peak_GFLOP/s"] = peak;
+  if (chunked) {
+    const double alg = tokens * chunk_flops_per_token(static_cast<double>(p.K), static_cast<double>(p.V), 64) / 1e9;
+    state.counters["alg_GFLOP/s"] = Counter(alg, Counter::kIsIterationInvariantRate);
+    state.counters["alg_pct_peak"] = Counter(100 * alg / peak, Counter::kIsIterationInvariantRate);
+  }
+}
+
+BENCHMARK_CAPTURE(BM_kda, kda_cpu_recurrent_f32, kda_cpu_recurrent_f32, DType::f32, false)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_f32, kda_cpu_chunk_f32, DType::f32, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_bf16, kda_cpu_chunk_bf16, DType::bf16, true)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace dg
+
+BENCHMARK_MAIN();

@@ -1,0 +1,595 @@
+// Tests of the CPU KDA candidates (candidates/cpu/kda_*.cpp) against two double-precision oracles
+// written here from notes §1.4 and §2.1: the token recurrence and the chunked WY/UT form.
+//
+//   chunk_f64 == recurrent_f64 to ~1e-12 (the chunk algebra itself, every gate and beta mode)
+//   f32 candidates vs recurrent_f64: RMS ratio < 1e-5; bf16 chunk: < 2e-2 and clearly worse
+//   layout, varlen, GVA, h0, ragged chunks, decode-vs-prefill, strong/zero gates, collinear keys
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "candidates/cpu/kda_cpu.h"
+#include "harness/registry.h"
+
+namespace dg {
+namespace {
+
+// --- inputs ---------------------------------------------------------------------------------------
+struct Rng {   // splitmix64
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform(double lo = 0, double hi = 1) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1p-53; }
+  double normal() { return std::sqrt(-2 * std::log(1 - uniform())) * std::cos(6.283185307179586 * uniform()); }
+};
+
+enum class GateValues { random, strong_decay, zero, full_forget };
+struct Recipe {
+  DType dtype = DType::f32;              // of q, k, v, g, beta
+  GateValues gates = GateValues::random;
+  bool collinear_keys = false;           // all-positive keys, all nearly the same
+  double beta = -1;                      // >= 0: every (given) beta equals this
+};
+
+std::vector<int64_t> state_shape(const KdaParams& p) {
+  return p.state_v_first ? std::vector<int64_t>{p.num_seqs(), p.HV, p.V, p.K}
+                         : std::vector<int64_t>{p.num_seqs(), p.HV, p.K, p.V};
+}
+
+Tensor fill(DType dt, std::vector<int64_t> shape, const std::function<double(int64_t)>& f) {
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, f(i));
+  return t;
+}
+
+TensorMap make_inputs(const KdaParams& p, const Recipe& r, uint64_t seed) {
+  Rng rng{seed};
+  TensorMap in;
+  const double qlo = r.collinear_keys ? 0.0 : -1.0;
+  in["q"] = fill(r.dtype, {p.B, p.T, p.H, p.K}, [&](int64_t) { return rng.uniform(qlo, 1); });
+  std::vector<double> base(static_cast<size_t>(p.K));
+  for (double& b : base) b = rng.uniform(0.5, 1);
+  in["k"] = fill(r.dtype, {p.B, p.T, p.H, p.K}, [&](int64_t i) {
+    return r.collinear_keys ? base[static_cast<size_t>(i % p.K)] + 1e-3 * rng.uniform() : rng.uniform(-1, 1);
+  });
+  in["v"] = fill(r.dtype, {p.B, p.T, p.HV, p.V}, [&](int64_t) { return rng.uniform(-1, 1); });
+  in["g"] = fill(r.dtype, {p.B, p.T, p.HV, p.K}, [&](int64_t) {
+    if (p.gate != KdaGate::pregated) return rng.normal();
+    switch (r.gates) {
+      case GateValues::random: return 0.25 * std::log(1 / (1 + std::exp(-rng.normal())));   // logsigmoid / 4
+      case GateValues::strong_decay: return -5 + rng.uniform(-0.5, 0.5);
+      case GateValues::zero: return 0.0;
+      case GateValues::full_forget: return -40 + rng.uniform(-1, 1);
+    }
+    return 0.0;
+  });
+  in["beta"] = fill(r.dtype, {p.B, p.T, p.HV}, [&](int64_t) {
+    if (p.beta != KdaBeta::given) return rng.normal();
+    return r.beta >= 0 ? r.beta : rng.uniform(0.05, 0.95);
+  });
+  in["A_log"] = fill(DType::f32, {p.HV}, [&](int64_t) { return std::log(rng.uniform(1, 4)); });
+  in["dt_bias"] = fill(DType::f32, {p.HV * p.K}, [&](int64_t) { return -2 + 0.5 * rng.normal(); });
+  if (p.has_h0) in["h0"] = fill(DType::f32, state_shape(p), [&](int64_t) { return 0.3 * rng.normal(); });
+  return in;
+}
+
+// --- double-precision oracles ---------------------------------------------------------------------
+struct Tok {
+  std::vector<double> q, k, v, g;
+  double beta = 0;
+};
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+Tok prepare(const KdaParams& p, const TensorMap& in, int64_t tok, int64_t hv) {
+  const int64_t K = p.K, V = p.V, h = hv / p.group();
+  Tok t;
+  t.q.resize(static_cast<size_t>(K)); t.k.resize(static_cast<size_t>(K));
+  t.g.resize(static_cast<size_t>(K)); t.v.resize(static_cast<size_t>(V));
+  for (int64_t d = 0; d < K; ++d) {
+    t.q[static_cast<size_t>(d)] = in.at("q").get((tok * p.H + h) * K + d);
+    t.k[static_cast<size_t>(d)] = in.at("k").get((tok * p.H + h) * K + d);
+    t.g[static_cast<size_t>(d)] = in.at("g").get((tok * p.HV + hv) * K + d);
+  }
+  for (int64_t j = 0; j < V; ++j) t.v[static_cast<size_t>(j)] = in.at("v").get((tok * p.HV + hv) * V + j);
+  if (p.qk_l2norm)
+    for (std::vector<double>* x : {&t.q, &t.k}) {
+      double ss = 0;
+      for (double e : *x) ss += e * e;
+      for (double& e : *x) e /= std::sqrt(ss + KdaParams::kL2NormEps);
+    }
+  for (double& e : t.q) e *= p.scale_value();
+  const double a = p.use_A_log && p.gate != KdaGate::pregated ? std::exp(in.at("A_log").get(hv)) : 1.0;
+  for (int64_t d = 0; d < K; ++d) {
+    double& g = t.g[static_cast<size_t>(d)];
+    const double x = p.gate == KdaGate::pregated ? 0.0 : g + in.at("dt_bias").get(hv * K + d);
+    if (p.gate == KdaGate::softplus) g = -a * (x > 20 ? x : std::log1p(std::exp(x)));
+    if (p.gate == KdaGate::lower_bound) g = p.lower_bound * sigmoid(a * x);
+  }
+  const double b = in.at("beta").get(tok * p.HV + hv);
+  t.beta = p.beta == KdaBeta::given ? b : p.beta == KdaBeta::sigmoid ? sigmoid(b) : 2 * sigmoid(b);
+  return t;
+}
+
+struct Out {
+  std::vector<double> o, ht;
+};
+
+using Mat = std::vector<std::vector<double>>;
+Mat zeros(int64_t r, int64_t c) { return Mat(static_cast<size_t>(r), std::vector<double>(static_cast<size_t>(c))); }
+
+int64_t state_index(const KdaParams& p, int64_t n, int64_t hv, int64_t d, int64_t j) {
+  const int64_t base = (n * p.HV + hv) * p.K * p.V;
+  return base + (p.state_v_first ? j * p.K + d : d * p.V + j);
+}
+
+// Runs `per_pair(n, hv, S, o)` for every pair, with S from h0 and ht from S afterwards.
+Out run_pairs(const KdaParams& p, const TensorMap& in, const std::function<void(int64_t, int64_t, Mat&, Out&)>& body) {
+  Out out;
+  out.o.assign(static_cast<size_t>(p.B * p.T * p.HV * p.V), 0.0);
+  out.ht.assign(static_cast<size_t>(p.num_seqs() * p.HV * p.K * p.V), 0.0);
+  for (int64_t n = 0; n < p.num_seqs(); ++n)
+    for (int64_t hv = 0; hv < p.HV; ++hv) {
+      Mat S = zeros(p.K, p.V);
+      for (int64_t d = 0; d < p.K; ++d)
+        for (int64_t j = 0; j < p.V; ++j)
+          S[static_cast<size_t>(d)][static_cast<size_t>(j)] = p.has_h0 ? in.at("h0").get(state_index(p, n, hv, d, j)) : 0.0;
+      body(n, hv, S, out);
+      for (int64_t d = 0; d < p.K; ++d)
+        for (int64_t j = 0; j < p.V; ++j)
+          out.ht[static_cast<size_t>(state_index(p, n, hv, d, j))] = S[static_cast<size_t>(d)][static_cast<size_t>(j)];
+    }
+  return out;
+}
+
+Out recurrent_f64(const KdaParams& p, const TensorMap& in) {
+  const size_t K = static_cast<size_t>(p.K), V = static_cast<size_t>(p.V);
+  return run_pairs(p, in, [&](int64_t n, int64_t hv, Mat& S, Out& out) {
+    for (int64_t tok = p.seq_begin(n); tok < p.seq_end(n); ++tok) {
+      Tok t = prepare(p, in, tok, hv);
+      std::vector<double> r(t.v);
+      for (size_t d = 0; d < K; ++d)
+        for (size_t j = 0; j < V; ++j) S[d][j] *= std::exp(t.g[d]);
+      for (size_t d = 0; d < K; ++d)
+        for (size_t j = 0; j < V; ++j) r[j] -= S[d][j] * t.k[d];
+      for (size_t d = 0; d < K; ++d)
+        for (size_t j = 0; j < V; ++j) S[d][j] += t.k[d] * t.beta * r[j];
+      for (size_t j = 0; j < V; ++j) {
+        double o = 0;
+        for (size_t d = 0; d < K; ++d) o += S[d][j] * t.q[d];
+        out.o[static_cast<size_t>(tok * p.HV + hv) * V + j] = o;
+      }
+    }
+  });
+}
+
+Out chunk_f64(const KdaParams& p, const TensorMap& in, int64_t C = 64) {
+  const size_t K = static_cast<size_t>(p.K), V = static_cast<size_t>(p.V);
+  return run_pairs(p, in, [&](int64_t n, int64_t hv, Mat& S, Out& out) {
+    for (int64_t t0 = p.seq_begin(n); t0 < p.seq_end(n); t0 += C) {
+      const size_t c = static_cast<size_t>(std::min(C, p.seq_end(n) - t0));
+      std::vector<Tok> x;
+      for (size_t i = 0; i < c; ++i) x.push_back(prepare(p, in, t0 + static_cast<int64_t>(i), hv));
+      Mat G = zeros(static_cast<int64_t>(c), p.K);
+      for (size_t i = 0; i < c; ++i)
+        for (size_t d = 0; d < K; ++d) G[i][d] = (i ? G[i - 1][d] : 0.0) + x[i].g[d];
+      Mat L = zeros(static_cast<int64_t>(c), static_cast<int64_t>(c)), Aqk = L, Ai = L;
+      for (size_t i = 0; i < c; ++i)
+        for (size_t j = 0; j <= i; ++j)
+          for (size_t d = 0; d < K; ++d) {
+            const double e = std::exp(G[i][d] - G[j][d]);   // j <= i: argument <= 0
+            Aqk[i][j] += x[i].q[d] * x[j].k[d] * e;
+            if (j < i) L[i][j] += x[i].beta * x[i].k[d] * x[j].k[d] * e;
+          }
+      for (size_t i = 0; i < c; ++i) {   // Ai = (I + L)^-1, forward substitution
+        Ai[i][i] = 1;
+        for (size_t j = 0; j < i; ++j)
+          for (size_t m = 0; m <= j; ++m) Ai[i][m] -= L[i][j] * Ai[j][m];
+      }
+      Mat W = zeros(static_cast<int64_t>(c), p.K), U = zeros(static_cast<int64_t>(c), p.V);
+      for (size_t i = 0; i < c; ++i)
+        for (size_t m = 0; m <= i; ++m) {
+          for (size_t d = 0; d < K; ++d) W[i][d] += Ai[i][m] * x[m].beta * x[m].k[d] * std::exp(G[m][d]);
+          for (size_t j = 0; j < V; ++j) U[i][j] += Ai[i][m] * x[m].beta * x[m].v[j];
+        }
+      Mat Vn = U;
+      for (size_t i = 0; i < c; ++i)
+        for (size_t d = 0; d < K; ++d)
+          for (size_t j = 0; j < V; ++j) Vn[i][j] -= W[i][d] * S[d][j];
+      for (size_t i = 0; i < c; ++i)
+        for (size_t j = 0; j < V; ++j) {
+          double o = 0;
+          for (size_t d = 0; d < K; ++d) o += x[i].q[d] * std::exp(G[i][d]) * S[d][j];
+          for (size_t m = 0; m <= i; ++m) o += Aqk[i][m] * Vn[m][j];
+          out.o[static_cast<size_t>((t0 + static_cast<int64_t>(i)) * p.HV + hv) * V + j] = o;
+        }
+      for (size_t d = 0; d < K; ++d)
+        for (size_t j = 0; j < V; ++j) {
+          double s = std::exp(G[c - 1][d]) * S[d][j];
+          for (size_t i = 0; i < c; ++i) s += x[i].k[d] * std::exp(G[c - 1][d] - G[i][d]) * Vn[i][j];
+          S[d][j] = s;
+        }
+    }
+  });
+}
+
+// --- running candidates and comparing -------------------------------------------------------------
+using KdaFn = void (*)(const KdaParams&, const TensorMap&, TensorMap&);
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.get(i);
+  return v;
+}
+
+// Outputs poisoned with all-ones bytes (NaN in every float format) so a missed element shows.
+Out run(KdaFn fn, const KdaParams& p, const TensorMap& in, DType o_dtype = DType::f32) {
+  TensorMap out;
+  out["o"] = Tensor(o_dtype, {p.B, p.T, p.HV, p.V});
+  out["ht"] = Tensor(DType::f32, state_shape(p));
+  for (auto& [name, t] : out) std::memset(t.bytes(), 0xff, t.nbytes());
+  fn(p, in, out);
+  return {values(out.at("o")), values(out.at("ht"))};
+}
+
+double rms_ratio(const std::vector<double>& ref, const std::vector<double>& x) {
+  EXPECT_EQ(ref.size(), x.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(x[i])) return std::numeric_limits<double>::infinity();
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num) / (std::sqrt(den) + 1e-30);
+}
+
+double max_rel(const std::vector<double>& ref, const std::vector<double>& x) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num = std::max(num, std::abs(x[i] - ref[i]));
+    den = std::max(den, std::abs(ref[i]));
+  }
+  return num / (den + 1e-300);
+}
+
+KdaParams params(int64_t T, int64_t K = 32, int64_t V = 24, int64_t H = 1, int64_t HV = 2) {
+  KdaParams p;
+  p.B = 1; p.T = T; p.H = H; p.HV = HV; p.K = K; p.V = V;
+  p.has_h0 = true;
+  return p;
+}
+
+const KdaGate kGates[] = {KdaGate::pregated, KdaGate::softplus, KdaGate::lower_bound};
+const KdaBeta kBetas[] = {KdaBeta::given, KdaBeta::sigmoid, KdaBeta::sigmoid2};
+const KdaFn kF32[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32};
+const KdaFn kPrefill[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32, kda_cpu_chunk_bf16};
+
+// --- the chunk algebra in f64 ---------------------------------------------------------------------
+TEST(KdaChunkF64, EqualsRecurrenceForEveryGateAndBetaMode) {
+  for (KdaGate gate : kGates)
+    for (bool a_log : {true, false}) {
+      if (!a_log && gate != KdaGate::lower_bound) continue;
+      for (KdaBeta beta : kBetas)
+        for (int64_t T : {1, 63, 64, 65, 200}) {
+          KdaParams p = params(T);
+          p.gate = gate; p.use_A_log = a_log; p.beta = beta;
+          TensorMap in = make_inputs(p, {}, static_cast<uint64_t>(T) * 7 + static_cast<uint64_t>(beta));
+          Out rec = recurrent_f64(p, in), chk = chunk_f64(p, in);
+          SCOPED_TRACE(testing::Message() << "gate " << int(gate) << " a_log " << a_log << " beta " << int(beta) << " T " << T);
+          EXPECT_LT(max_rel(rec.o, chk.o), 1e-12);
+          EXPECT_LT(max_rel(rec.ht, chk.ht), 1e-12);
+        }
+    }
+}
+
+// --- f32 and bf16 candidates against the f64 recurrence -------------------------------------------
+TEST(KdaCpuCandidates, F32WithinF32BoundsForEveryMode) {
+  for (KdaGate gate : kGates)
+    for (KdaBeta beta : kBetas) {
+      KdaParams p = params(200, 64, 64);
+      p.gate = gate; p.beta = beta;
+      TensorMap in = make_inputs(p, {}, 11 + static_cast<uint64_t>(gate) * 3 + static_cast<uint64_t>(beta));
+      Out ref = recurrent_f64(p, in);
+      for (KdaFn fn : kF32) {
+        Out c = run(fn, p, in);
+        SCOPED_TRACE(testing::Message() << "gate " << int(gate) << " beta " << int(beta) << " fn " << (fn == kF32[0] ? "recurrent" : "chunk"));
+        EXPECT_LT(rms_ratio(ref.o, c.o), 1e-5);
+        EXPECT_LT(rms_ratio(ref.ht, c.ht), 1e-5);
+      }
+    }
+}
+
+TEST(KdaCpuCandidates, OddHeadDimsAndRaggedChunks) {
+  const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{100, 60, 130}, {128, 128, 193}, {60, 100, 1}};
+  for (auto [K, V, T] : shapes) {
+    KdaParams p = params(T, K, V);
+    p.gate = KdaGate::lower_bound; p.beta = KdaBeta::sigmoid;
+    TensorMap in = make_inputs(p, {}, static_cast<uint64_t>(K + V + T));
+    Out ref = recurrent_f64(p, in);
+    for (KdaFn fn : kF32) {
+      Out c = run(fn, p, in);
+      EXPECT_LT(rms_ratio(ref.o, c.o), 1e-5) << K << " " << V << " " << T;
+      EXPECT_LT(rms_ratio(ref.ht, c.ht), 1e-5) << K << " " << V << " " << T;
+    }
+  }
+}
+
+TEST(KdaCpuCandidates, Bf16ChunkWithinBf16BoundsAndWorseThanF32) {
+  KdaParams p = params(300, 64, 64);
+  p.gate = KdaGate::softplus; p.beta = KdaBeta::sigmoid;
+  TensorMap in = make_inputs(p, {.dtype = DType::bf16}, 5);
+  Out ref = recurrent_f64(p, in);
+  Out f32 = run(kda_cpu_chunk_f32, p, in), b16 = run(kda_cpu_chunk_bf16, p, in, DType::bf16);
+  const double e32 = rms_ratio(ref.o, f32.o), e16 = rms_ratio(ref.o, b16.o);
+  EXPECT_LT(e32, 1e-5);
+  EXPECT_LT(e16, 2e-2);
+  EXPECT_GT(e16, 30 * e32);
+  EXPECT_LT(rms_ratio(ref.ht, b16.ht), 2e-2);
+  EXPECT_GT(rms_ratio(ref.ht, b16.ht), 30 * rms_ratio(ref.ht, f32.ht));
+}
+
+// --- layout, varlen, GVA, h0 ----------------------------------------------------------------------
+TEST(KdaCpuCandidates, VFirstEqualsKFirst) {
+  KdaParams p = params(150, 32, 48);
+  TensorMap in = make_inputs(p, {}, 21);
+  KdaParams pv = p;
+  pv.state_v_first = true;
+  TensorMap inv = in;
+  inv["h0"] = Tensor(DType::f32, state_shape(pv));
+  for (int64_t hv = 0; hv < p.HV; ++hv)
+    for (int64_t d = 0; d < p.K; ++d)
+      for (int64_t j = 0; j < p.V; ++j) inv["h0"].set(state_index(pv, 0, hv, d, j), in["h0"].get(state_index(p, 0, hv, d, j)));
+  for (KdaFn fn : kPrefill) {
+    Out a = run(fn, p, in), b = run(fn, pv, inv);
+    EXPECT_EQ(a.o, b.o);
+    for (int64_t hv = 0; hv < p.HV; ++hv)
+      for (int64_t d = 0; d < p.K; ++d)
+        for (int64_t j = 0; j < p.V; ++j)
+          ASSERT_EQ(a.ht[static_cast<size_t>(state_index(p, 0, hv, d, j))], b.ht[static_cast<size_t>(state_index(pv, 0, hv, d, j))]);
+  }
+}
+
+TEST(KdaCpuCandidates, VarlenEqualsSeparateSequences) {
+  const std::vector<int64_t> cu = {0, 1, 64, 129, 129, 200, 263};   // lengths 1, 63, 65, 0, 71, 63
+  KdaParams p = params(cu.back());
+  p.cu_seqlens = cu;
+  p.gate = KdaGate::softplus;
+  TensorMap in = make_inputs(p, {}, 31);
+  Out ref = recurrent_f64(p, in);
+  for (KdaFn fn : kPrefill) {
+    Out packed = run(fn, p, in);
+    if (fn != kda_cpu_chunk_bf16) {
+      EXPECT_LT(rms_ratio(ref.o, packed.o), 1e-5);
+    }
+    const int64_t per = p.HV * p.K * p.V;
+    for (size_t n = 0; n + 1 < cu.size(); ++n) {
+      KdaParams ps = params(cu[n + 1] - cu[n]);
+      ps.gate = p.gate;
+      if (ps.T == 0) {   // an empty sequence passes its initial state through
+        for (int64_t i = 0; i < per; ++i)
+          ASSERT_EQ(packed.ht[static_cast<size_t>(static_cast<int64_t>(n) * per + i)], in["h0"].get(static_cast<int64_t>(n) * per + i));
+        continue;
+      }
+      TensorMap one = in;
+      for (const char* name : {"q", "k", "v", "g", "beta"}) {
+        const Tensor& t = in[name];
+        std::vector<int64_t> shape = t.shape();
+        const int64_t row = t.numel() / shape[1];
+        shape[1] = ps.T;
+        one[name] = fill(t.dtype(), shape, [&](int64_t i) { return t.get(cu[n] * row + i); });
+      }
+      one["h0"] = fill(DType::f32, state_shape(ps), [&](int64_t i) { return in["h0"].get(static_cast<int64_t>(n) * per + i); });
+      Out sep = run(fn, ps, one);
+      for (int64_t i = 0; i < ps.T * p.HV * p.V; ++i)
+        ASSERT_EQ(sep.o[static_cast<size_t>(i)], packed.o[static_cast<size_t>(cu[n] * p.HV * p.V + i)]) << n;
+      for (int64_t i = 0; i < per; ++i)
+        ASSERT_EQ(sep.ht[static_cast<size_t>(i)], packed.ht[static_cast<size_t>(static_cast<int64_t>(n) * per + i)]) << n;
+    }
+  }
+}
+
+TEST(KdaCpuCandidates, GvaMapsValueHeadsToTheirQkHead) {
+  KdaParams p = params(100, 32, 32, 2, 6);   // group of 3
+  p.gate = KdaGate::lower_bound;
+  TensorMap in = make_inputs(p, {}, 41);
+  Out ref = recurrent_f64(p, in);
+  // The same case with q, k repeated per value head (H = HV) must give the same bits.
+  KdaParams pr = p;
+  pr.H = pr.HV;
+  TensorMap rep = in;
+  for (const char* name : {"q", "k"})
+    rep[name] = fill(DType::f32, {1, p.T, pr.H, p.K}, [&](int64_t i) {
+      int64_t d = i % p.K, hv = i / p.K % pr.H, t = i / p.K / pr.H;
+      return in[name].get((t * p.H + hv / p.group()) * p.K + d);
+    });
+  for (KdaFn fn : kPrefill) {
+    Out a = run(fn, p, in), b = run(fn, pr, rep);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.ht, b.ht);
+    if (fn != kda_cpu_chunk_bf16) {
+      EXPECT_LT(rms_ratio(ref.o, a.o), 1e-5);
+    }
+  }
+}
+
+TEST(KdaCpuCandidates, InitialStateIsUsed) {
+  KdaParams p = params(5);   // short: the gates forget h0 at about e^-0.2 per token
+  TensorMap in = make_inputs(p, {}, 51);
+  KdaParams pz = p;
+  pz.has_h0 = false;
+  Out ref = recurrent_f64(pz, in);
+  for (KdaFn fn : kF32) {
+    Out with = run(fn, p, in), without = run(fn, pz, in);
+    EXPECT_GT(rms_ratio(without.ht, with.ht), 1e-2);
+    EXPECT_LT(rms_ratio(ref.o, without.o), 1e-5);
+  }
+}
+
+TEST(KdaCpuCandidates, InputsUntouchedAndNarrowInputsReadExactly) {
+  KdaParams p = params(80);
+  TensorMap in16 = make_inputs(p, {.dtype = DType::bf16}, 61);
+  TensorMap in32;
+  for (auto& [name, t] : in16) in32[name] = fill(DType::f32, t.shape(), [&](int64_t i) { return t.get(i); });
+  std::vector<std::vector<double>> before;
+  for (auto& [name, t] : in16) before.push_back(values(t));
+  for (KdaFn fn : kF32) {
+    Out a = run(fn, p, in16), b = run(fn, p, in32);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.ht, b.ht);
+  }
+  size_t i = 0;
+  for (auto& [name, t] : in16) EXPECT_EQ(values(t), before[i++]) << name;
+}
+
+// --- hard regimes ---------------------------------------------------------------------------------
+TEST(KdaCpuCandidates, StrongDecayStaysFinite) {
+  for (GateValues gv : {GateValues::strong_decay, GateValues::full_forget}) {
+    KdaParams p = params(200, 64, 64);   // cumsums down to about -320 (and -2560) inside a chunk
+    TensorMap in = make_inputs(p, {.gates = gv}, 71);
+    Out ref = recurrent_f64(p, in);
+    for (KdaFn fn : kPrefill) {
+      Out c = run(fn, p, in);
+      for (double x : c.o) ASSERT_TRUE(std::isfinite(x));
+      for (double x : c.ht) ASSERT_TRUE(std::isfinite(x));
+      EXPECT_LT(rms_ratio(ref.o, c.o), fn == kda_cpu_chunk_bf16 ? 2e-2 : 1e-5);
+    }
+  }
+}
+
+TEST(KdaCpuCandidates, ZeroGates) {
+  KdaParams p = params(200, 64, 64);
+  TensorMap in = make_inputs(p, {.gates = GateValues::zero}, 81);
+  Out ref = recurrent_f64(p, in);
+  for (KdaFn fn : kF32) {
+    Out c = run(fn, p, in);
+    EXPECT_LT(rms_ratio(ref.o, c.o), 1e-5);
+    EXPECT_LT(rms_ratio(ref.ht, c.ht), 1e-5);
+  }
+}
+
+TEST(KdaCpuCandidates, CollinearPositiveKeysBetaNearOne) {
+  KdaParams p = params(200, 64, 64);
+  TensorMap in = make_inputs(p, {.collinear_keys = true, .beta = 0.999}, 91);
+  Out ref = recurrent_f64(p, in);
+  for (KdaFn fn : kPrefill) {
+    Out c = run(fn, p, in);
+    for (double x : c.o) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_LT(rms_ratio(ref.o, c.o), fn == kda_cpu_chunk_bf16 ? 2e-2 : 1e-5);
+  }
+}
+
+// --- decode ---------------------------------------------------------------------------------------
+struct Decoded {
+  std::vector<double> o;   // [B, T, HV, V]
+  Tensor pool;
+};
+
+// T decode steps over the tokens of `in`; sequence b uses pool slot slots[b] (-1: padding).
+Decoded drive_decode(KdaFn fn, const KdaParams& p, const TensorMap& in, DType state_dtype,
+                     const std::vector<int64_t>& slots, int64_t pool_slots) {
+  KdaParams step = p;
+  step.T = 1;
+  std::vector<int64_t> shape = state_shape(p);
+  shape[0] = pool_slots;
+  Decoded r;
+  r.pool = fill(state_dtype, shape, [](int64_t i) { return 7.0 + static_cast<double>(i % 13); });   // sentinels
+  const int64_t per = p.HV * p.K * p.V;
+  for (int64_t b = 0; b < p.B; ++b)
+    if (slots[static_cast<size_t>(b)] >= 0)
+      for (int64_t i = 0; i < per; ++i)
+        r.pool.set(slots[static_cast<size_t>(b)] * per + i, p.has_h0 ? in.at("h0").get(b * per + i) : 0.0);
+  r.o.assign(static_cast<size_t>(p.B * p.T * p.HV * p.V), 0.0);
+  TensorMap sin;
+  sin["A_log"] = in.at("A_log");
+  sin["dt_bias"] = in.at("dt_bias");
+  sin["state_indices"] = Tensor(DType::i64, {p.B});
+  for (int64_t b = 0; b < p.B; ++b) sin["state_indices"].data<int64_t>()[b] = slots[static_cast<size_t>(b)];
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (const char* name : {"q", "k", "v", "g", "beta"}) {
+      const Tensor& full = in.at(name);
+      std::vector<int64_t> s = full.shape();
+      s[1] = 1;
+      const int64_t row = full.numel() / (p.B * p.T);
+      sin[name] = fill(full.dtype(), s, [&](int64_t i) { return full.get(((i / row) * p.T + t) * row + i % row); });
+    }
+    TensorMap sout;
+    sout["o"] = Tensor(DType::f32, {p.B, 1, p.HV, p.V});
+    std::memset(sout["o"].bytes(), 0xff, sout["o"].nbytes());
+    sout["state"] = r.pool;   // shares storage: updated in place
+    fn(step, sin, sout);
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t i = 0; i < p.HV * p.V; ++i)
+        r.o[static_cast<size_t>((b * p.T + t) * p.HV * p.V + i)] = sout["o"].get(b * p.HV * p.V + i);
+  }
+  return r;
+}
+
+TEST(KdaDecodeCpu, StepsReproduceRecurrentPrefillBitwise) {
+  for (bool v_first : {false, true}) {
+    KdaParams p = params(40, 32, 48, 1, 2);
+    p.B = 3; p.state_v_first = v_first; p.gate = KdaGate::softplus; p.beta = KdaBeta::sigmoid;
+    TensorMap in = make_inputs(p, {}, 101);
+    Out pre = run(kda_cpu_recurrent_f32, p, in);
+    const std::vector<int64_t> slots = {3, 0, 4};
+    Decoded d = drive_decode(kda_decode_cpu_f32, p, in, DType::f32, slots, 5);
+    EXPECT_EQ(d.o, pre.o);
+    const int64_t per = p.HV * p.K * p.V;
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t i = 0; i < per; ++i)
+        ASSERT_EQ(d.pool.get(slots[static_cast<size_t>(b)] * per + i), pre.ht[static_cast<size_t>(b * per + i)]);
+    for (int64_t s : {1, 2})   // slots no sequence uses keep their sentinels
+      for (int64_t i = 0; i < per; ++i) ASSERT_EQ(d.pool.get(s * per + i), 7.0 + static_cast<double>((s * per + i) % 13));
+  }
+}
+
+TEST(KdaDecodeCpu, PaddingSlotWritesZerosAndTouchesNoState) {
+  KdaParams p = params(3, 16, 16, 1, 1);
+  p.B = 2;
+  TensorMap in = make_inputs(p, {}, 111);
+  Decoded d = drive_decode(kda_decode_cpu_f32, p, in, DType::f32, {-1, 1}, 2);
+  for (int64_t i = 0; i < p.T * p.V; ++i) EXPECT_EQ(d.o[static_cast<size_t>(i)], 0.0);
+  for (int64_t i = 0; i < p.K * p.V; ++i) EXPECT_EQ(d.pool.get(i), 7.0 + static_cast<double>(i % 13));
+}
+
+TEST(KdaDecodeCpu, Bf16StateDriftsButStaysClose) {
+  KdaParams p = params(200, 64, 64, 1, 2);
+  p.B = 2;
+  TensorMap in = make_inputs(p, {}, 121);
+  Out ref = recurrent_f64(p, in);
+  Decoded f = drive_decode(kda_decode_cpu_f32, p, in, DType::f32, {1, 0}, 2);
+  Decoded b = drive_decode(kda_decode_cpu_bf16state, p, in, DType::bf16, {1, 0}, 2);
+  const double ef = rms_ratio(ref.o, f.o), eb = rms_ratio(ref.o, b.o);
+  EXPECT_LT(ef, 1e-5);
+  EXPECT_LT(eb, 2e-2);
+  EXPECT_GT(eb, 30 * ef);
+  for (int64_t i = 0; i < b.pool.numel(); ++i) ASSERT_EQ(b.pool.get(i), static_cast<double>(round_bf16(static_cast<float>(b.pool.get(i)))));
+}
+
+TEST(KdaCpuCandidates, RegisteredWithHonestDtypes) {
+  struct Want { const char* name; const char* op; DType in, state, out; };
+  for (Want w : {Want{"kda_cpu_recurrent_f32", "kda", DType::f32, DType::f32, DType::f32},
+                 Want{"kda_cpu_chunk_f32", "kda", DType::f32, DType::f32, DType::f32},
+                 Want{"kda_cpu_chunk_bf16", "kda", DType::bf16, DType::f32, DType::bf16},
+                 Want{"kda_decode_cpu_f32", "kda_decode", DType::f32, DType::f32, DType::f32},
+                 Want{"kda_decode_cpu_bf16state", "kda_decode", DType::f32, DType::bf16, DType::f32}}) {
+    const Candidate* c = find_candidate(w.name);
+    ASSERT_NE(c, nullptr) << w.name;
+    EXPECT_EQ(c->info().op, w.op);
+    EXPECT_EQ(c->info().backend, "cpu");
+    EXPECT_EQ(c->info().input_dtype, w.in);
+    EXPECT_EQ(c->info().state_dtype, w.state);
+    EXPECT_EQ(c->info().output_dtype, w.out);
+  }
+}
+
+}  // namespace
+}  // namespace dg
