@@ -61,6 +61,7 @@ BENCHMARK(BM_KdaReference)
     ->Args({static_cast<int64_t>(Tier::dd), 1, 512})
     ->Args({static_cast<int64_t>(Tier::mpfr127), 0, 8})
     ->Args({static_cast<int64_t>(Tier::mpfr256), 0, 4})
+    ->Args({static_cast<int64_t>(Tier::f128), 0, 8})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

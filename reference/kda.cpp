@@ -18,6 +18,7 @@
 #include "harness/case.h"
 #include "harness/dtype.h"
 #include "reference/real/dd.h"
+#include "reference/real/f128.h"
 #include "reference/real/f64.h"
 #include "reference/real/mpfr_real.h"
 
@@ -31,6 +32,9 @@ inline double r_log1p(double x) { return std::log1p(x); }
 inline DD r_sqrt(const DD& x) { return sqrt(x); }
 inline DD r_exp(const DD& x) { return exp(x); }
 inline DD r_log1p(const DD& x) { return log1p(x); }
+inline F128 r_sqrt(F128 x) { return f128_sqrt(x); }
+inline F128 r_exp(F128 x) { return f128_exp(x); }
+inline F128 r_log1p(F128 x) { return f128_log1p(x); }
 template <int B> Mpfr<B> r_sqrt(const Mpfr<B>& x) { return sqrt(x); }
 template <int B> Mpfr<B> r_exp(const Mpfr<B>& x) { return exp(x); }
 template <int B> Mpfr<B> r_log1p(const Mpfr<B>& x) { return log1p(x); }
@@ -38,6 +42,7 @@ template <int B> Mpfr<B> r_log1p(const Mpfr<B>& x) { return log1p(x); }
 // Output: round to odd into double, and the two-double tail (x - x0) to the tier's full precision.
 inline double to_odd(double x) { return x; }
 inline double to_odd(const DD& x) { return round_to_odd(x); }
+inline double to_odd(F128 x) { return f128_to_double_odd(x); }
 template <int B> double to_odd(const Mpfr<B>& x) { return to_double_odd(x); }
 inline void tail_of(double, double, double* t) { t[0] = t[1] = 0.0; }
 inline void tail_of(const DD& x, double x0, double* t) {
@@ -49,18 +54,63 @@ inline void tail_of(const DD& x, double x0, double* t) {
   t[0] = d.hi;
   t[1] = d.lo;
 }
+inline void tail_of(F128 x, double x0, double* t) { f128_tail(x, x0, t[0], t[1]); }
 template <int B> void tail_of(const Mpfr<B>& x, double x0, double* t) { tail_parts(x, x0, t[0], t[1]); }
 
-// sum_i x_i^2 in index order: Dot2 in the f64 tier, the tier's arithmetic otherwise.
+// Kernels are compiled for 512-bit vectors (GCC prefers 256-bit ones on AVX-512 machines by
+// default) and kept out of line so that preference holds.
+#if defined(__x86_64__)
+#define DG_KERNEL __attribute__((noinline, target("prefer-vector-width=512")))
+#else
+#define DG_KERNEL __attribute__((noinline))
+#endif
+
+// dd lane accumulator: (h, l) += x * b. The product is TwoProd of the high parts plus the cross
+// terms by fma (x.lo * b.lo, below 2^-106 relative, dropped: JMP's DWTimesDW2), its high part is
+// TwoSum'd into h, its low part and the TwoSum error are added to l (Sum2 in double-double);
+// two_sum(h, l) normalizes at the end.
+inline void dd_accumulate(double& h, double& l, const DD& x, const DD& b) {
+  double ph = x.hi * b.hi;
+  double pl = std::fma(x.hi, b.hi, -ph) + std::fma(x.lo, b.hi, x.hi * b.lo);
+  DD s = two_sum(h, ph);
+  h = s.hi;
+  l = l + (s.lo + pl);
+}
+
+// sum_i x_i^2 in index order: Dot2 in the f64 tier, dd_accumulate lanes in the dd tier, the tier's
+// arithmetic otherwise.
 inline double sum_squares(const double* x, int64_t n) {
   Dot2 acc;
   for (int64_t i = 0; i < n; ++i) acc.add(x[i], x[i]);
   return acc.value();
 }
+inline DD sum_squares(const DD* x, int64_t n) {
+  double h = 0.0, l = 0.0;
+  for (int64_t i = 0; i < n; ++i) dd_accumulate(h, l, x[i], x[i]);
+  return two_sum(h, l);
+}
 template <class Real> Real sum_squares(const Real* x, int64_t n) {
   Real s(0.0);
   for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
   return s;
+}
+
+// x[i] <- exp(x[i]); for dd, all in exp_core's range: one vectorized loop (the same operations as
+// the scalar exp).
+template <class Real> void exp_all(Real* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = r_exp(x[i]);
+}
+DG_KERNEL void dd_exp_core_all(DD* __restrict x, int64_t n, const dd_detail::ExpTable& t) {
+  for (int64_t i = 0; i < n; ++i) x[i] = exp_core(x[i], t);
+}
+template <> void exp_all(DD* x, int64_t n) {
+  bool in_range = true;
+  for (int64_t i = 0; i < n; ++i) in_range &= x[i].hi >= -700.0 && x[i].hi <= 700.0;
+  if (!in_range) {
+    for (int64_t i = 0; i < n; ++i) x[i] = exp(x[i]);
+    return;
+  }
+  dd_exp_core_all(x, n, dd_detail::exp_table());
 }
 
 template <class Real> Real sigmoid(const Real& x) {
@@ -127,11 +177,9 @@ template <class Real> class GenericState {
   std::vector<Real> s_;
 };
 
-// The vectorized kernels: compiled for 512-bit vectors (GCC prefers 256-bit ones on AVX-512
-// machines by default), vectorized over v, each sweep over v handling R consecutive state rows so a
-// lane's accumulators are loaded and stored once per R rows. Within a lane the operations and their
-// order are those of the generic loops (row k before row k + 1).
-#define DG_KERNEL __attribute__((noinline, target("prefer-vector-width=512")))
+// The vectorized kernels: vectorized over v, each sweep over v handling R consecutive state rows so
+// a lane's accumulators are loaded and stored once per R rows. Within a lane the operations and
+// their order are those of the generic loops (row k before row k + 1).
 
 // f64, pass 1: S[k,:] *= a[k]; (sum, err)[:] += S[k,:] * b[k] by Dot2, for the R rows at s.
 template <int R>
@@ -165,15 +213,6 @@ DG_KERNEL void f64_pass2(double* __restrict s, int64_t V, const double* __restri
   }
 }
 
-// dd lane accumulator: (h, l) += x * b, the product's high part TwoSum'd into h, its low part and
-// the TwoSum error added to l (Sum2 in double-double; normalized once at the end).
-inline void dd_accumulate(double& h, double& l, const DD& x, const DD& b) {
-  double ph = x.hi * b.hi;
-  double pl = std::fma(x.hi, b.hi, -ph) + std::fma(x.lo, b.hi, std::fma(x.hi, b.lo, x.lo * b.lo));
-  DD s = two_sum(h, ph);
-  h = s.hi;
-  l = l + (s.lo + pl);
-}
 // dd, pass 1: S[k,:] = S[k,:] * a[k] (DWTimesDW); (sh, sl)[:] += S[k,:] * b[k].
 template <int R>
 DG_KERNEL void dd_pass1(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict a,
@@ -190,7 +229,8 @@ DG_KERNEL void dd_pass1(double* __restrict xh, double* __restrict xl, int64_t V,
     sl[v] = l;
   }
 }
-// dd, pass 2: S[k,:] = S[k,:] + bk[k] * r[:] (DWTimesDW, AccurateDWPlusDW); (sh, sl)[:] += S[k,:] * q[k].
+// dd, pass 2: S[k,:] = S[k,:] + bk[k] * r[:]; (sh, sl)[:] += S[k,:] * q[k]. The write's error is
+// below 3u^2 (|S| + |bk r|) (u = 2^-53): the componentwise bound of an accumulation at 2^-106.
 template <int R>
 DG_KERNEL void dd_pass2(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict bk,
                         const DD* __restrict q, const double* __restrict rh, const double* __restrict rl,
@@ -199,7 +239,12 @@ DG_KERNEL void dd_pass2(double* __restrict xh, double* __restrict xl, int64_t V,
     double h = sh[v], l = sl[v];
     const DD rv(rh[v], rl[v]);
     for (int i = 0; i < R; ++i) {
-      DD x = dw_plus_dw(DD(xh[i * V + v], xl[i * V + v]), dw_times_dw(bk[i], rv));
+      // p = bk * r: TwoProd of the high parts plus the cross terms (DWTimesDW2, unnormalized)
+      const double ph = bk[i].hi * rv.hi;
+      const double pl = std::fma(bk[i].hi, rv.hi, -ph) + std::fma(bk[i].lo, rv.hi, bk[i].hi * rv.lo);
+      // S + p: TwoSum of the high parts, low parts added, TwoSum to normalize
+      const DD s = two_sum(xh[i * V + v], ph);
+      const DD x = two_sum(s.hi, s.lo + (xl[i * V + v] + pl));
       xh[i * V + v] = x.hi;
       xl[i * V + v] = x.lo;
       dd_accumulate(h, l, x, q[i]);
@@ -242,9 +287,9 @@ class F64State {
   AlignedVec s_, sum_, err_;
 };
 
-// dd: the state as structure-of-arrays (hi[], lo[]); the state update is DWTimesDW (decay) and
-// DWTimesDW + AccurateDWPlusDW (write), so the state stays normalized; the reductions keep a
-// (hi, lo) pair per lane (dd_accumulate), normalized by one TwoSum at the end.
+// dd: the state as structure-of-arrays (hi[], lo[]), normalized after every update: DWTimesDW for
+// the decay, the product-and-TwoSum write of dd_pass2; the reductions keep a (hi, lo) pair per lane
+// (dd_accumulate), normalized by one TwoSum at the end.
 class DDState {
  public:
   DDState(int64_t K, int64_t V)
@@ -382,8 +427,8 @@ void run_head(const Ctx& c, int64_t n, int64_t hv) {
           break;
         }
       }
-      alpha[i] = r_exp(alpha[i]);
     }
+    exp_all(alpha.data(), K);
     Real beta(bd);
     if (p.beta == KdaBeta::sigmoid) beta = sigmoid(beta);
     if (p.beta == KdaBeta::sigmoid2) beta = 2.0 * sigmoid(beta);
@@ -535,7 +580,7 @@ KdaReferenceResult kda_reference(Tier tier, const KdaParams& p, const TensorMap&
       break;
     case Tier::mpfr127: run_all<Mpfr<127>, GenericState<Mpfr<127>>>(c, work, threads); break;
     case Tier::mpfr256: run_all<Mpfr<256>, GenericState<Mpfr<256>>>(c, work, threads); break;
-    case Tier::f128: throw InputError("kda reference: tier f128 is not built (use mpfr127)");
+    case Tier::f128: run_all<F128, GenericState<F128>>(c, work, threads); break;
   }
   return result;
 }

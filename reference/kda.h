@@ -1,5 +1,5 @@
 // KDA (Kimi Delta Attention) reference: the exact FLA semantics, token by token, over a scalar Real
-// (double with compensated reductions, double-double, MPFR 127 / 256 bits).
+// (double with compensated reductions, double-double, MPFR 127 / 256 bits, binary128).
 //
 // Cited: FLA (fla-org/flash-linear-attention) fla/ops/kda/naive.py : naive_recurrent_kda, with the
 // gates of fla/ops/kda/gate.py (naive_kda_gate, naive_kda_lowerbound_gate); our notes
@@ -25,11 +25,14 @@
 //   bk[k] = beta * k_t[k]
 //   pass 2, k = 0..K-1 in order:  S[k,:] <- S[k,:] + bk[k] * r[:];   o[:] <- o[:] + S[k,:] * q_t[k]
 //   o_t = o                                           (the read, with the updated state)
-// ht[n,hv] = S after the sequence's last token. Every sum runs in increasing index order; every tier
-// performs the same operations in the same order, each rounded in the tier's arithmetic, except
-// that the f64 tier accumulates sum_i x_i^2 and both state reductions with Dot2 (reference/real/f64.h)
-// and the dd tier's vectorized state kernel accumulates its reductions as (hi, lo) lanes (TwoSum of
-// the high parts, low parts summed): both "twice the working precision" with the same order.
+// ht[n,hv] = S after the sequence's last token. Every tier runs these loops in this order (every sum
+// in increasing index order), each operation rounded in the tier's arithmetic, with two refinements
+// in the vectorized kernels, same order:
+//   f64: the write S + bk r is one fma; sum_i x_i^2 and both state reductions use Dot2
+//        (reference/real/f64.h), "as if in twice the working precision";
+//   dd:  the reductions keep a (hi, lo) pair per lane (TwoSum of the high parts, low parts summed);
+//        the write's error is below 3u^2 (|S| + |bk r|), u = 2^-53; the state stays normalized.
+// (KdaReferenceOptions::generic_kernels runs the plain loops instead; tests compare the two.)
 //
 // Outputs are doubles rounded to odd from the tier's value (one later round-to-nearest-even gives the
 // correctly rounded value in any candidate format). Memory is O(K V) per worker plus the outputs:
@@ -70,7 +73,7 @@ struct KdaReferenceResult {
 };
 
 // `in` holds the case's inputs (any float dtypes; read exactly). Throws InputError on NaN/Inf input
-// (naming the tensor and the element) and on missing or mis-shaped tensors. Tier::f128 is not built.
+// (naming the tensor and the element) and on missing or mis-shaped tensors.
 KdaReferenceResult kda_reference(Tier tier, const KdaParams& p, const TensorMap& in,
                                  const KdaReferenceOptions& opt = {});
 

@@ -12,14 +12,21 @@
 //   O  = (q * exp(G)) S + Aqk V'
 //   S <- diag(exp(gamma)) S + (k * exp(gamma - G))^T V'
 //
-// No positive exponent is ever formed: G is non-increasing along the chunk (g <= 0), so exp(G_i),
-// exp(gamma - G_i) and, on the diagonal 16 x 16 blocks, exp(G_i - G_j) for j <= i all take arguments
-// <= 0. The off-diagonal blocks (rows i in sub-block I, columns j in an earlier sub-block) factor
-// through the first row r of sub-block I, as FLA's inter-block kernel does (notes §2.2):
-//   exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j),   i >= r > j, both arguments <= 0,
-// which turns them into one GEMM per sub-block. A factor that underflows to 0 stands for a product
-// that is below the f32 range as well, so strong decays (cumsums down to -320 and beyond) give
-// zeros, never Inf or NaN.
+// No positive exponent is ever formed (for g <= 0, which every gate mode produces; a pregated g is
+// taken as given): G is non-increasing along the chunk, so exp(G_i) and exp(gamma - G_i) take
+// arguments <= 0, and so does exp(G_i - G_j) for j <= i. Each 16-row sub-block I of the chunk gets:
+//   - its two 8 x 8 diagonal triangles element by element, exp(G_i - G_j) per pair;
+//   - the 8 x 8 square between them, and the columns of all earlier sub-blocks, by factoring through
+//     a reference row r with i >= r > j (the square's middle row; the sub-block's first row), as
+//     FLA's inter-block kernel does (notes §2.2):
+//       exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j),   both arguments <= 0,
+//     which makes them dot products and one GEMM per sub-block.
+// A factor that underflows to 0 stands for a product below the f32 range as well, so strong decays
+// (cumsums down to -320 and far beyond) give zeros, never Inf or NaN.
+//
+// Speed: the three K x V products per chunk (W S and (q exp G) S as one GEMM of 2c rows, and the
+// state update) and [W | U] = Ainv [...] run through kda_chunk.h's register-blocked GEMM; everything
+// else is 16-lane vector code with the vector exp of kda_chunk.h.
 //
 // The f32 candidate keeps every intermediate in f32. The bf16 candidate emulates the storage of the
 // production GPU pipeline (notes §2.2): q, k, v, g, beta read as bf16 (and q, k rounded again after
@@ -42,98 +49,140 @@ namespace {
 
 constexpr int64_t kChunk = 64;
 constexpr int64_t kSub = 16;   // sub-block of the intra-chunk products
+constexpr int64_t kHalf = 8;   // split of a diagonal sub-block
 
 // Per-thread scratch of one (sequence, value head) pair; rows padded to a multiple of 16 with zeros.
 struct ChunkScratch {
   int64_t K, V, Kp, Vp, KVp;
-  Buffer S, Sb, Q, Kn, G, Vb, beta, Qg, KgT, Y, WU, Akk, Ainv, Aqk, Vn, Ob, X, BT, eg;
+  Buffer S, Sb, Q, Kn, G, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg;
   ChunkScratch(int64_t K_, int64_t V_) : K(K_), V(V_), Kp(round_up16(K_)), Vp(round_up16(V_)), KVp(Kp + Vp) {
     auto mk = [](int64_t n) { return make_buffer(static_cast<size_t>(n)); };
     S = mk(K * Vp);   Sb = mk(K * Vp);
-    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);
-    beta = mk(kChunk);    Qg = mk(kChunk * Kp);  KgT = mk(Kp * kChunk);
-    Y = mk(kChunk * KVp); WU = mk(kChunk * KVp);
+    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
+    Y = mk(kChunk * KVp);  WQ = mk(2 * kChunk * Kp);  U = mk(kChunk * Vp);  Kg = mk(kChunk * Kp);
     Akk = mk(kChunk * kChunk);  Ainv = mk(kChunk * kChunk);  Aqk = mk(kChunk * kChunk);
-    Vn = mk(kChunk * Vp); Ob = mk(kChunk * Vp);
-    X = mk(2 * kSub * Kp);  BT = mk(Kp * kChunk);  eg = mk(Kp);
+    Vn = mk(kChunk * Vp);  Ob = mk(kChunk * Vp);
+    X = mk(2 * kSub * Kp);  XT = mk(Kp * 2 * kSub);  R = mk(kChunk * Kp);
+    pack = mk(std::max(Kp, kChunk) * 32);  eg = mk(Kp);
   }
 };
 
 template <bool kBf16>
-inline float st(float x) { return kBf16 ? round_bf16(x) : x; }
+inline float st(float x) { return kBf16 ? dg::round_bf16(x) : x; }
 
 template <bool kBf16>
 inline void st_row(float* x, int64_t n) {
-  if constexpr (kBf16)
-    for (int64_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
+  if constexpr (kBf16) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) round_bf16(V16::load(x + i)).store(x + i);
+    for (; i < n; ++i) x[i] = dg::round_bf16(x[i]);
+  }
+}
+
+inline V16 ld(const float* p) { return V16::load(p); }
+
+// dst_row = src_row * exp(G_a - G_b) over Kp columns (G_a <= G_b: a is the later row).
+inline void gated_row(const float* src, const float* Ga, const float* Gb, int64_t Kp, float* dst) {
+  for (int64_t d = 0; d < Kp; d += 16) (ld(src + d) * exp16(ld(Ga + d) - ld(Gb + d))).store(dst + d);
+}
+
+inline float dot(const float* a, const float* b, int64_t Kp) {
+  V16 acc = V16::zero();
+  for (int64_t d = 0; d < Kp; d += 16) acc = fma(ld(a + d), ld(b + d), acc);
+  return hsum(acc);
+}
+
+// Rows [b0, b1) against columns [b0, j1), j <= i, with exp(G_i - G_j) formed element by element.
+template <bool kBf16>
+void diag_direct(ChunkScratch& w, int64_t b0, int64_t b1, float qscale) {
+  const int64_t Kp = w.Kp;
+  const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *beta = w.beta.get();
+  float *Akk = w.Akk.get(), *Aqk = w.Aqk.get();
+  for (int64_t i = b0; i < b1; ++i)
+    for (int64_t j = b0; j <= i; ++j) {
+      V16 aq = V16::zero(), ak = V16::zero();
+      for (int64_t d = 0; d < Kp; d += 16) {
+        const V16 kj = ld(Kn + j * Kp + d) * exp16(ld(G + i * Kp + d) - ld(G + j * Kp + d));
+        aq = fma(ld(Q + i * Kp + d), kj, aq);
+        ak = fma(ld(Kn + i * Kp + d), kj, ak);
+      }
+      Aqk[i * kChunk + j] = st<kBf16>(hsum(aq) * qscale);
+      if (j < i) Akk[i * kChunk + j] = hsum(ak) * beta[i];
+    }
 }
 
 // Aqk (lower, diagonal included) and L = beta_i (k_i . k_j) (strictly lower) of a chunk of c rows.
+// Each 16-row sub-block I: its two 8 x 8 diagonal triangles element by element; the 8 x 8 square
+// between them through its middle row m; the columns of earlier sub-blocks through its first row r,
+// as one GEMM: [columns j < r] x [q rows | k rows of I] (transposed output).
 template <bool kBf16>
 void intra_chunk(ChunkScratch& w, int64_t c, float scale) {
   const int64_t Kp = w.Kp;
   const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *beta = w.beta.get();
-  float *Akk = w.Akk.get(), *Aqk = w.Aqk.get();
+  float *Akk = w.Akk.get(), *Aqk = w.Aqk.get(), *X = w.X.get(), *XT = w.XT.get(), *R = w.R.get();
   std::memset(Akk, 0, sizeof(float) * kChunk * kChunk);
   std::memset(Aqk, 0, sizeof(float) * kChunk * kChunk);
   const float qscale = kBf16 ? scale : 1.0f;   // the f32 candidate folded scale into q
   for (int64_t b0 = 0; b0 < c; b0 += kSub) {
-    const int64_t b1 = std::min(c, b0 + kSub), mi = b1 - b0;
-    // Diagonal block: exp(G_i - G_j), j <= i, element by element.
-    for (int64_t i = b0; i < b1; ++i)
-      for (int64_t j = b0; j <= i; ++j) {
-        V16 aq = V16::zero(), ak = V16::zero();
-        for (int64_t d = 0; d < Kp; d += 16) {
-          const V16 kj = V16::load(Kn + j * Kp + d) * exp16(V16::load(G + i * Kp + d) - V16::load(G + j * Kp + d));
-          aq = fma(V16::load(Q + i * Kp + d), kj, aq);
-          ak = fma(V16::load(Kn + i * Kp + d), kj, ak);
-        }
-        Aqk[i * kChunk + j] = st<kBf16>(hsum(aq) * qscale);
-        if (j < i) Akk[i * kChunk + j] = hsum(ak) * beta[i];
+    const int64_t b1 = std::min(c, b0 + kSub), m = std::min(b1, b0 + kHalf);
+    diag_direct<kBf16>(w, b0, m, qscale);
+    diag_direct<kBf16>(w, m, b1, qscale);
+    // Rows [m, b1) x columns [b0, m) through row m: exp(G_i - G_m) exp(G_m - G_j).
+    for (int64_t i = m; i < b1; ++i) {
+      gated_row(Q + i * Kp, G + i * Kp, G + m * Kp, Kp, X + (i - m) * Kp);
+      gated_row(Kn + i * Kp, G + i * Kp, G + m * Kp, Kp, X + (kSub + i - m) * Kp);
+    }
+    for (int64_t j = b0; j < m; ++j) gated_row(Kn + j * Kp, G + m * Kp, G + j * Kp, Kp, R + (j - b0) * Kp);
+    for (int64_t i = m; i < b1; ++i)
+      for (int64_t j = b0; j < m; ++j) {
+        Aqk[i * kChunk + j] = st<kBf16>(dot(X + (i - m) * Kp, R + (j - b0) * Kp, Kp) * qscale);
+        Akk[i * kChunk + j] = dot(X + (kSub + i - m) * Kp, R + (j - b0) * Kp, Kp) * beta[i];
       }
     if (b0 == 0) continue;
-    // Off-diagonal blocks: rows [b0, b1) against columns [0, b0), through reference row r = b0.
-    const int64_t r = b0;
-    float *X = w.X.get(), *BT = w.BT.get();
-    for (int64_t i = b0; i < b1; ++i)
-      for (int64_t d = 0; d < Kp; d += 16) {
-        const V16 e = exp16(V16::load(G + i * Kp + d) - V16::load(G + r * Kp + d));
-        (V16::load(Q + i * Kp + d) * e).store(X + (i - b0) * Kp + d);
-        (V16::load(Kn + i * Kp + d) * e).store(X + (mi + i - b0) * Kp + d);
-      }
-    alignas(64) float col[16];
-    for (int64_t j = 0; j < r; ++j)
-      for (int64_t d = 0; d < Kp; d += 16) {
-        (V16::load(Kn + j * Kp + d) * exp16(V16::load(G + r * Kp + d) - V16::load(G + j * Kp + d))).store(col);
-        for (int l = 0; l < 16; ++l) BT[(d + l) * kChunk + j] = col[l];
-      }
-    gemm(2 * mi, r, w.K, X, Kp, BT, kChunk, false, [&](int64_t ii, int64_t j, V16 acc) {
+    // Rows [b0, b1) x columns [0, r), r = b0: exp(G_i - G_r) exp(G_r - G_j).
+    const int64_t r = b0, mi = b1 - b0;
+    std::memset(X, 0, sizeof(float) * 2 * kSub * Kp);
+    for (int64_t i = b0; i < b1; ++i) {
+      gated_row(Q + i * Kp, G + i * Kp, G + r * Kp, Kp, X + (i - b0) * Kp);
+      gated_row(Kn + i * Kp, G + i * Kp, G + r * Kp, Kp, X + (kSub + i - b0) * Kp);
+    }
+    for (int64_t d = 0; d < Kp; d += 16) {
+      transpose16(X + d, Kp, XT + d * 2 * kSub, 2 * kSub);
+      transpose16(X + kSub * Kp + d, Kp, XT + d * 2 * kSub + kSub, 2 * kSub);
+    }
+    for (int64_t j = 0; j < r; ++j) gated_row(Kn + j * Kp, G + r * Kp, G + j * Kp, Kp, R + j * Kp);
+    gemm(r, 2 * kSub, w.K, R, Kp, AForm::plain, XT, 2 * kSub, w.pack.get(), [&](int64_t j, int64_t col, V16 acc) {
       alignas(64) float s[16];
       acc.store(s);
-      if (ii < mi) {
-        for (int l = 0; l < 16; ++l) Aqk[(b0 + ii) * kChunk + j + l] = st<kBf16>(s[l] * qscale);
-      } else {
-        const int64_t i = b0 + ii - mi;
-        for (int l = 0; l < 16; ++l) Akk[i * kChunk + j + l] = s[l] * beta[i];
+      for (int64_t ii = 0; ii < mi; ++ii) {
+        const int64_t i = b0 + ii;
+        if (col == 0) Aqk[i * kChunk + j] = st<kBf16>(s[ii] * qscale);
+        else Akk[i * kChunk + j] = s[ii] * beta[i];
       }
     });
   }
 }
 
-// Ainv = (I + L)^-1 by forward substitution: row i = e_i - sum_{j<i} L_ij row j (j ascending).
+// Ainv = (I + L)^-1 by forward substitution: row i = e_i - sum_{j<i} L_ij row j, j ascending, the
+// row held in registers (at most 4 vectors: row j is zero beyond column j).
 template <bool kBf16>
 void invert_unit_lower(ChunkScratch& w, int64_t c) {
+  static_assert(kChunk == 64);
   const float* L = w.Akk.get();
   float* X = w.Ainv.get();
   std::memset(X, 0, sizeof(float) * kChunk * kChunk);
   for (int64_t i = 0; i < c; ++i) {
-    float* xi = X + i * kChunk;
-    for (int64_t j = 0; j < i; ++j) {   // row j is zero beyond column j
+    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
+    for (int64_t j = 0; j < i; ++j) {
       const V16 lij = V16::set1(-L[i * kChunk + j]);
       const float* xj = X + j * kChunk;
-      for (int64_t m = 0; m < round_up16(j + 1); m += 16)
-        fma(lij, V16::load(xj + m), V16::load(xi + m)).store(xi + m);
+      acc[0] = fma(lij, ld(xj), acc[0]);
+      if (j >= 16) acc[1] = fma(lij, ld(xj + 16), acc[1]);
+      if (j >= 32) acc[2] = fma(lij, ld(xj + 32), acc[2]);
+      if (j >= 48) acc[3] = fma(lij, ld(xj + 48), acc[3]);
     }
+    float* xi = X + i * kChunk;
+    for (int m = 0; m < 4; ++m) acc[m].store(xi + 16 * m);
     xi[i] = 1.0f;
   }
   if constexpr (kBf16)
@@ -146,62 +195,66 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
   const int64_t K = p.K, V = p.V, HV = p.HV, Kp = w.Kp, Vp = w.Vp, KVp = w.KVp;
   const float scale = static_cast<float>(p.scale_value());
   float *S = w.S.get(), *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *Vb = w.Vb.get(), *beta = w.beta.get();
-  float *Qg = w.Qg.get(), *KgT = w.KgT.get(), *Y = w.Y.get(), *WU = w.WU.get(), *Vn = w.Vn.get();
-  float *Ob = w.Ob.get(), *eg = w.eg.get();
+  float *Y = w.Y.get(), *WQ = w.WQ.get(), *U = w.U.get(), *Kg = w.Kg.get(), *Vn = w.Vn.get(), *Ob = w.Ob.get();
+  float *eg = w.eg.get(), *pack = w.pack.get();
   const float* Sb = kBf16 ? w.Sb.get() : S;
   if (h0) load_state(*h0, n, hv, p, S, Vp);
   else std::fill(S, S + K * Vp, 0.0f);
   TokenReader reader(p, in, hv, /*fold_scale=*/!kBf16, /*bf16_storage=*/kBf16);
+  const int64_t end = p.seq_end(n);
 
-  for (int64_t t0 = p.seq_begin(n); t0 < p.seq_end(n); t0 += kChunk) {
-    const int64_t c = std::min(kChunk, p.seq_end(n) - t0);
+  for (int64_t t0 = p.seq_begin(n); t0 < end; t0 += kChunk) {
+    const int64_t c = std::min(kChunk, end - t0);
     // Rows in, then the chunk-local inclusive cumsum of g.
     for (int64_t i = 0; i < c; ++i)
       beta[i] = reader.load(t0 + i, Q + i * Kp, Kn + i * Kp, Vb + i * Vp, G + i * Kp);
     for (int64_t i = 1; i < c; ++i)
-      for (int64_t d = 0; d < K; ++d) G[i * Kp + d] += G[(i - 1) * Kp + d];
+      for (int64_t d = 0; d < Kp; d += 16) (ld(G + i * Kp + d) + ld(G + (i - 1) * Kp + d)).store(G + i * Kp + d);
     const float* gamma = G + (c - 1) * Kp;
 
-    // Gated copies: q exp(G), (k beta) exp(G), v beta, (k exp(gamma - G))^T, exp(gamma).
+    // Gated copies: q exp(G) (rows c.. of WQ), [(k beta) exp(G) | v beta], k exp(gamma - G), exp(gamma).
+    float* Qg = WQ + c * Kp;
     for (int64_t i = 0; i < c; ++i) {
       const V16 b = V16::set1(beta[i]);
-      alignas(64) float col[16];
       for (int64_t d = 0; d < Kp; d += 16) {
-        const V16 gi = V16::load(G + i * Kp + d), e = exp16(gi);
-        (V16::load(Q + i * Kp + d) * e).store(Qg + i * Kp + d);
-        ((V16::load(Kn + i * Kp + d) * b) * e).store(Y + i * KVp + d);
-        (V16::load(Kn + i * Kp + d) * exp16(V16::load(gamma + d) - gi)).store(col);
-        for (int l = 0; l < 16; ++l) KgT[(d + l) * kChunk + i] = st<kBf16>(col[l]);
+        const V16 gi = ld(G + i * Kp + d), e = exp16(gi);
+        (ld(Q + i * Kp + d) * e).store(Qg + i * Kp + d);
+        ((ld(Kn + i * Kp + d) * b) * e).store(Y + i * KVp + d);
+        (ld(Kn + i * Kp + d) * exp16(ld(gamma + d) - gi)).store(Kg + i * Kp + d);
       }
-      for (int64_t j = 0; j < Vp; j += 16) (V16::load(Vb + i * Vp + j) * b).store(Y + i * KVp + Kp + j);
+      for (int64_t j = 0; j < Vp; j += 16) (ld(Vb + i * Vp + j) * b).store(Y + i * KVp + Kp + j);
       st_row<kBf16>(Qg + i * Kp, Kp);
       st_row<kBf16>(Y + i * KVp, KVp);
+      st_row<kBf16>(Kg + i * Kp, Kp);
     }
-    for (int64_t d = 0; d < Kp; d += 16) exp16(V16::load(gamma + d)).store(eg + d);
+    for (int64_t d = 0; d < Kp; d += 16) exp16(ld(gamma + d)).store(eg + d);
 
-    // Intra-chunk products, the inverse, then W and U in one GEMM: [W | U] = Ainv [(k beta) exp(G) | v beta].
+    // Intra-chunk products, the inverse, then [W | U] = Ainv [(k beta) exp(G) | v beta].
     intra_chunk<kBf16>(w, c, scale);
     invert_unit_lower<kBf16>(w, c);
-    gemm(c, KVp, c, w.Ainv.get(), kChunk, Y, KVp, true, [&](int64_t i, int64_t j, V16 acc) {
-      float* dst = WU + i * KVp + j;
+    gemm(c, KVp, c, w.Ainv.get(), kChunk, AForm::lower, Y, KVp, pack, [&](int64_t i, int64_t j, V16 acc) {
+      float* dst = j < Kp ? WQ + i * Kp + j : U + i * Vp + (j - Kp);
       acc.store(dst);
       st_row<kBf16>(dst, 16);
     });
 
-    // The state as consumed this chunk (bf16: a rounded copy), V' = U - W S, O = (q exp G) S + Aqk V'.
+    // The state as consumed this chunk (bf16: a rounded copy), then one GEMM [W; q exp(G)] S:
+    // V' = U - W S (rows < c) and O = (q exp(G)) S (rows >= c); then O += Aqk V'.
     if constexpr (kBf16)
-      for (int64_t x = 0; x < K * Vp; ++x) w.Sb[static_cast<size_t>(x)] = round_bf16(S[x]);
-    gemm(c, Vp, K, WU, KVp, Sb, Vp, false, [&](int64_t i, int64_t j, V16 acc) {
-      float* dst = Vn + i * Vp + j;
-      (V16::load(WU + i * KVp + Kp + j) - acc).store(dst);
-      st_row<kBf16>(dst, 16);
-    });
+      for (int64_t x = 0; x < K * Vp; x += 16) round_bf16(ld(S + x)).store(w.Sb.get() + x);
     const V16 oscale = V16::set1(kBf16 ? scale : 1.0f);
-    gemm(c, Vp, K, Qg, Kp, Sb, Vp, false,
-         [&](int64_t i, int64_t j, V16 acc) { (acc * oscale).store(Ob + i * Vp + j); });
-    gemm(c, Vp, c, w.Aqk.get(), kChunk, Vn, Vp, true, [&](int64_t i, int64_t j, V16 acc) {
+    gemm(2 * c, Vp, K, WQ, Kp, AForm::plain, Sb, Vp, pack, [&](int64_t i, int64_t j, V16 acc) {
+      if (i < c) {
+        float* dst = Vn + i * Vp + j;
+        (ld(U + i * Vp + j) - acc).store(dst);
+        st_row<kBf16>(dst, 16);
+      } else {
+        (acc * oscale).store(Ob + (i - c) * Vp + j);
+      }
+    });
+    gemm(c, Vp, c, w.Aqk.get(), kChunk, AForm::lower, Vn, Vp, pack, [&](int64_t i, int64_t j, V16 acc) {
       float* dst = Ob + i * Vp + j;
-      (V16::load(dst) + acc).store(dst);
+      (ld(dst) + acc).store(dst);
     });
     for (int64_t i = 0; i < c; ++i) {
       st_row<kBf16>(Ob + i * Vp, V);
@@ -211,11 +264,11 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     // S <- diag(exp(gamma)) S + (k exp(gamma - G))^T V'.
     for (int64_t d = 0; d < K; ++d) {
       const V16 e = V16::set1(eg[d]);
-      for (int64_t j = 0; j < Vp; j += 16) (V16::load(S + d * Vp + j) * e).store(S + d * Vp + j);
+      for (int64_t j = 0; j < Vp; j += 16) (ld(S + d * Vp + j) * e).store(S + d * Vp + j);
     }
-    gemm(K, Vp, c, KgT, kChunk, Vn, Vp, false, [&](int64_t i, int64_t j, V16 acc) {
+    gemm(K, Vp, c, Kg, Kp, AForm::transposed, Vn, Vp, pack, [&](int64_t i, int64_t j, V16 acc) {
       float* dst = S + i * Vp + j;
-      (V16::load(dst) + acc).store(dst);
+      (ld(dst) + acc).store(dst);
     });
   }
   store_state(ht, n, hv, p, S, Vp);

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "harness/dtype.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -52,6 +54,15 @@ inline float hsum(V16 a) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
+// Round each lane to the nearest bf16 (ties to even), kept as f32; NaN stays a quiet NaN. The same
+// bits as dg::round_bf16.
+inline V16 round_bf16(V16 x) {
+  const __m512i b = _mm512_castps_si512(x.v), hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i lsb = _mm512_and_si512(_mm512_mask_srli_epi32(b, kAll16, b, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_and_si512(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), hi);
+  const __m512i qnan = _mm512_and_si512(_mm512_or_si512(b, _mm512_set1_epi32(0x00400000)), hi);
+  return {_mm512_castsi512_ps(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), qnan))};
+}
 constexpr int kGemmMR = 8;   // 8 x 32 tile: 16 accumulators of the 32 registers
 
 #else
@@ -91,6 +102,7 @@ inline float hsum(V16 a) {
     for (int l = 0; l < w; ++l) a.x[l] += a.x[l + w];
   return a.x[0];
 }
+inline V16 round_bf16(V16 a) { DG_V16_LANEWISE(dg::round_bf16(a.x[l])); }
 #undef DG_V16_LANEWISE
 constexpr int kGemmMR = 4;
 
@@ -114,11 +126,47 @@ inline V16 exp16(V16 x) {
   return scale2(y, n);
 }
 
-// One MR x (16 NV) tile of acc = A B over k in [0, kc): A rows of stride lda, B rows of stride ldb,
-// both already offset to the tile. epi(i, j, acc) receives the 16 sums C[i, j .. j+16).
-template <int MR, int NV, class Epi>
-inline void gemm_tile(int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t i0,
-                      int64_t j0, const Epi& epi) {
+// 16 x 16 transpose: dst[c * ldd + r] = src[r * lds + c] for r, c < 16.
+inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+#if defined(__AVX512F__)
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {   // 2 x 2 blocks of single floats
+    t[i] = _mm512_mask_unpacklo_ps(r[i], kAll16, r[i], r[i + 1]);
+    t[i + 1] = _mm512_mask_unpackhi_ps(r[i], kAll16, r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {   // 4 x 4 blocks
+    for (int j = 0; j < 2; ++j) {
+      const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      r[i + j] = _mm512_castpd_ps(_mm512_mask_unpacklo_pd(a, 0xFF, a, b));
+      r[i + j + 2] = _mm512_castpd_ps(_mm512_mask_unpackhi_pd(a, 0xFF, a, b));
+    }
+  }
+  for (int i = 0; i < 16; i += 8)     // 128-bit lanes: 8 x 8 blocks
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_mask_shuffle_f32x4(r[i + j], kAll16, r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_mask_shuffle_f32x4(r[i + j], kAll16, r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {       // 256-bit halves: 16 x 16
+    r[j] = _mm512_mask_shuffle_f32x4(t[j], kAll16, t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_mask_shuffle_f32x4(t[j], kAll16, t[j], t[j + 8], 0xdd);
+  }
+  // After the four rounds register k holds column kCol[k] (the pd round swaps columns 1 and 2 of
+  // each group of four).
+  static constexpr int kCol[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+  for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + kCol[k] * ldd, r[k]);
+#else
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) dst[j * ldd + i] = src[i * lds + j];
+#endif
+}
+
+// One MR x (16 NV) tile of acc = A B over k in [0, kc). B is a packed panel (rows of 32 floats);
+// A is read as A[r * lda + k], or with kTransA as A[k * lda + r] (A stored transposed). epi(i, j,
+// acc) receives the 16 sums C[i, j .. j+16).
+template <int MR, int NV, bool kTransA, class Epi>
+inline void gemm_tile(int64_t kc, const float* A, int64_t lda, const float* B, int64_t i0, int64_t j0,
+                      const Epi& epi) {
   V16 acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
@@ -127,10 +175,10 @@ inline void gemm_tile(int64_t kc, const float* A, int64_t lda, const float* B, i
   for (int64_t kk = 0; kk < kc; ++kk) {
     V16 b[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = V16::load(B + kk * ldb + 16 * v);
+    for (int v = 0; v < NV; ++v) b[v] = V16::load(B + kk * 32 + 16 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const V16 a = V16::set1(A[r * lda + kk]);
+      const V16 a = V16::set1(kTransA ? A[kk * lda + r] : A[r * lda + kk]);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[r][v] = fma(a, b[v], acc[r][v]);
     }
@@ -139,38 +187,51 @@ inline void gemm_tile(int64_t kc, const float* A, int64_t lda, const float* B, i
     for (int v = 0; v < NV; ++v) epi(i0 + r, j0 + 16 * v, acc[r][v]);
 }
 
-template <int NV, class Epi>
-inline void gemm_rows(int mr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t i0,
-                      int64_t j0, const Epi& epi) {
+template <int NV, bool kTransA, class Epi>
+inline void gemm_rows(int mr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t i0, int64_t j0,
+                      const Epi& epi) {
   switch (mr) {
-    case 1: gemm_tile<1, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 2: gemm_tile<2, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 3: gemm_tile<3, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 4: gemm_tile<4, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
+    case 1: gemm_tile<1, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 2: gemm_tile<2, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 3: gemm_tile<3, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 4: gemm_tile<4, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
 #if defined(__AVX512F__)
-    case 5: gemm_tile<5, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 6: gemm_tile<6, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 7: gemm_tile<7, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
-    case 8: gemm_tile<8, NV>(kc, A, lda, B, ldb, i0, j0, epi); break;
+    case 5: gemm_tile<5, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 6: gemm_tile<6, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 7: gemm_tile<7, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
+    case 8: gemm_tile<8, NV, kTransA>(kc, A, lda, B, i0, j0, epi); break;
 #endif
     default: break;
   }
 }
 
-// C = A[M x kc] B[kc x N] (row-major, strides lda, ldb), delivered tile by tile to epi(i, j, acc),
-// which owns C[i, j .. j+16). N must be a multiple of 16. With lower_A, A is lower triangular with
-// stored zeros above the diagonal, and the row block [i0, i0 + mr) stops at k = i0 + mr.
-// Loop order: 32-column panels of B (kc x 32, L1-resident) outside, row blocks of A inside.
+enum class AForm : uint8_t { plain, lower, transposed };
+
+// C = A[M x kc] B[kc x N] delivered tile by tile to epi(i, j, acc), which owns C[i, j .. j+16).
+// B is row-major with stride ldb; N must be a multiple of 16. A is row-major with stride lda
+// (plain), the same with stored zeros above the diagonal (lower: row block [i0, i0 + mr) stops at
+// k = i0 + mr), or stored transposed, A[i][k] at A[k * lda + i] (transposed).
+// Loop order: 32-column panels of B outside, each copied into `pack` (kc x 32 floats) so that it
+// sits in L1 without set conflicts whatever ldb is; row blocks of A inside.
 template <class Epi>
-void gemm(int64_t M, int64_t N, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb, bool lower_A,
-          const Epi& epi) {
+void gemm(int64_t M, int64_t N, int64_t kc, const float* A, int64_t lda, AForm form, const float* B, int64_t ldb,
+          float* pack, const Epi& epi) {
   for (int64_t j0 = 0; j0 < N; j0 += 32) {
     const bool two = N - j0 >= 32;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      V16::load(B + kk * ldb + j0).store(pack + kk * 32);
+      if (two) V16::load(B + kk * ldb + j0 + 16).store(pack + kk * 32 + 16);
+    }
     for (int64_t i0 = 0; i0 < M; i0 += kGemmMR) {
       const int mr = static_cast<int>(std::min<int64_t>(kGemmMR, M - i0));
-      const int64_t kend = lower_A ? std::min<int64_t>(kc, i0 + mr) : kc;
-      if (two) gemm_rows<2>(mr, kend, A + i0 * lda, lda, B + j0, ldb, i0, j0, epi);
-      else gemm_rows<1>(mr, kend, A + i0 * lda, lda, B + j0, ldb, i0, j0, epi);
+      const int64_t kend = form == AForm::lower ? std::min<int64_t>(kc, i0 + mr) : kc;
+      if (form == AForm::transposed) {
+        if (two) gemm_rows<2, true>(mr, kend, A + i0, lda, pack, i0, j0, epi);
+        else gemm_rows<1, true>(mr, kend, A + i0, lda, pack, i0, j0, epi);
+      } else {
+        if (two) gemm_rows<2, false>(mr, kend, A + i0 * lda, lda, pack, i0, j0, epi);
+        else gemm_rows<1, false>(mr, kend, A + i0 * lda, lda, pack, i0, j0, epi);
+      }
     }
   }
 }

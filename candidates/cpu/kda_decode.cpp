@@ -80,7 +80,7 @@ void kda_decode(const KdaParams& p, const TensorMap& in, TensorMap& out) {
         store_row(o, (b * HV + hv) * V, V, ob);
         if constexpr (kBf16State)
           for (int64_t d = 0; d < K; ++d)
-            for (int64_t j = 0; j < V; ++j) S[d * Vp + j] = round_bf16(S[d * Vp + j]);
+            for (int64_t j = 0; j < V; ++j) S[d * Vp + j] = dg::round_bf16(S[d * Vp + j]);
         store_state(pool, slot, hv, p, S, Vp);
       });
 }

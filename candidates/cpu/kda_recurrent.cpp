@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
 #include "harness/registry.h"
@@ -34,16 +35,22 @@ const Tensor& input(const TensorMap& in, const char* name) {
                               " is not a float tensor");
 }
 
-// x *= 1 / sqrt(sum x^2 + 1e-6), the sum in 16 interleaved partial sums then a pairwise tree.
+// x *= 1 / sqrt(sum x^2 + 1e-6): lane l of a 16-lane sum takes x[l], x[l + 16], ... in order
+// (the tail zero-padded), then the lanes meet in a pairwise tree.
 void l2norm(float* x, int64_t n) {
-  float part[16] = {};
+  V16 part = V16::zero();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) part[l] = std::fma(x[i + l], x[i + l], part[l]);
-  for (int l = 0; i < n; ++i, ++l) part[l] = std::fma(x[i], x[i], part[l]);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) part[l] += part[l + w];
-  float rstd = 1.0f / std::sqrt(part[0] + static_cast<float>(KdaParams::kL2NormEps));
+  for (; i + 16 <= n; i += 16) {
+    const V16 xi = V16::load(x + i);
+    part = fma(xi, xi, part);
+  }
+  if (i < n) {
+    alignas(64) float tail[16] = {};
+    std::memcpy(tail, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    const V16 xi = V16::load(tail);
+    part = fma(xi, xi, part);
+  }
+  const float rstd = 1.0f / std::sqrt(hsum(part) + static_cast<float>(KdaParams::kL2NormEps));
   for (int64_t j = 0; j < n; ++j) x[j] *= rstd;
 }
 
@@ -53,7 +60,7 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 void round_bf16_row(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
+  for (int64_t i = 0; i < n; ++i) x[i] = dg::round_bf16(x[i]);
 }
 
 }  // namespace
@@ -170,7 +177,7 @@ float TokenReader::load(int64_t tok, float* q, float* k, float* v, float* g) con
   if (bf16_) {
     for (float* x : {q, k, g}) round_bf16_row(x, K);
     round_bf16_row(v, V);
-    b = round_bf16(b);
+    b = dg::round_bf16(b);
   }
   if (p_.qk_l2norm) {
     l2norm(q, K);

@@ -32,12 +32,32 @@
 
 namespace dg {
 
+struct DD;
+inline DD dd_sqrt(const DD& x);
+inline DD dd_exp(const DD& x);
+inline DD dd_expm1(const DD& x);
+inline DD dd_log1p(const DD& x);
+inline DD dd_log(const DD& x);
+
 struct DD {
   double hi = 0.0;
   double lo = 0.0;
   constexpr DD() = default;
   constexpr DD(double h) : hi(h) {}  // NOLINT: implicit, so generic code can write `Real x = 0.5`
   constexpr DD(double h, double l) : hi(h), lo(l) {}
+
+  // The functions generic code calls unqualified, as hidden friends: found by argument-dependent
+  // lookup for DD arguments only, so they never capture sqrt(double) or abs(int) in namespace dg.
+  friend DD sqrt(const DD& x) { return dd_sqrt(x); }
+  friend DD exp(const DD& x) { return dd_exp(x); }
+  friend DD expm1(const DD& x) { return dd_expm1(x); }
+  friend DD log1p(const DD& x) { return dd_log1p(x); }
+  friend DD log(const DD& x) { return dd_log(x); }
+  friend DD abs(const DD& a) { return a.hi < 0.0 ? DD(-a.hi, -a.lo) : a; }
+  friend DD fabs(const DD& a) { return abs(a); }
+  friend bool isfinite(const DD& a) { return std::isfinite(a.hi); }
+  friend DD ldexp(const DD& a, int e) { return {std::ldexp(a.hi, e), std::ldexp(a.lo, e)}; }
+  friend double to_double(const DD& a) { return a.hi; }  // nearest (hi of a normalized pair)
 };
 
 // --- error-free transforms --------------------------------------------------------------------------
@@ -133,13 +153,7 @@ inline std::partial_ordering operator<=>(const DD& a, const DD& b) {
   return a.lo <=> b.lo;
 }
 
-inline double to_double(const DD& a) { return a.hi; }  // round to nearest (hi of a normalized pair)
-inline DD abs(const DD& a) { return a.hi < 0.0 ? -a : a; }
-inline DD fabs(const DD& a) { return abs(a); }
-inline bool isfinite(const DD& a) { return std::isfinite(a.hi); }
-inline DD ldexp(const DD& a, int e) { return {std::ldexp(a.hi, e), std::ldexp(a.lo, e)}; }
-
-inline DD sqrt(const DD& x) {  // SQRTDWtoDW (Lefevre et al.)
+inline DD dd_sqrt(const DD& x) {  // SQRTDWtoDW (Lefevre et al.)
   if (!(x.hi > 0.0) || x.hi == std::numeric_limits<double>::infinity()) {
     return x.hi == 0.0 ? DD(x.hi) : DD(std::sqrt(x.hi));  // 0, -0, +Inf, NaN for negatives
   }
@@ -215,31 +229,40 @@ inline DD expm1_poly(const DD& r) {
 
 }  // namespace dd_detail
 
-// exp(x): relative error about 2^-104 for results above 2^-969; 0 below exp(-745.2); +Inf above the
-// double range.
-inline DD exp(const DD& x) {
+// exp for x.hi in [-700, 700], branch-free so that loops over arrays vectorize (exp() below is
+// this plus range handling). n = round(x 1024/ln2) by the 1.5 * 2^52 shift (ties to even),
+// n + 512 = 1024 m + i with i in [0, 1024): exp(x) = 2^m (1 + expm1((i - 512) ln2/1024)) (1 + q).
+inline DD exp_core(const DD& x, const dd_detail::ExpTable& t) {
   using namespace dd_detail;
-  if (!(x.hi > -745.2)) return x.hi != x.hi ? x : DD(0.0);
-  if (!(x.hi < 709.79)) return DD(std::numeric_limits<double>::infinity());
-  double n = std::nearbyint(x.hi * kInvLn2x1024);
+  constexpr double kShift = 0x1.8p52;
+  double n = (x.hi * kInvLn2x1024 + kShift) - kShift;
   DD r = reduce(x, n);
   DD q = expm1_poly(r);
-  double m = std::floor((n + kTableHalf) * (1.0 / (2 * kTableHalf)));
-  size_t j = static_cast<size_t>(n - 2 * kTableHalf * m + kTableHalf);  // index of n - 1024 m
-  const ExpTable& t = exp_table();
-  DD one{t.one_hi[j], t.one_lo[j]};
+  const auto ni = static_cast<int64_t>(n) + kTableHalf;
+  const auto i = static_cast<size_t>(ni & (2 * kTableHalf - 1));
+  const int64_t m = ni >> 10;  // floor((n + 512) / 1024): an arithmetic shift
+  DD one{t.one_hi[i], t.one_lo[i]};
   DD y = dw_plus_dw(one, dw_times_dw(one, q));
-  int e = static_cast<int>(m);
-  if (e > -1000 && e < 1000) {
-    double scale = std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
-    return {y.hi * scale, y.lo * scale};
-  }
-  return ldexp(y, e);
+  double scale = std::bit_cast<double>(static_cast<uint64_t>(m + 1023) << 52);
+  return {y.hi * scale, y.lo * scale};
+}
+
+// exp(x): relative error about 2^-104 for results above 2^-969; 0 below exp(-745.2); +Inf above the
+// double range.
+inline DD dd_exp(const DD& x) {
+  using namespace dd_detail;
+  if (x.hi >= -700.0 && x.hi <= 700.0) return exp_core(x, exp_table());
+  if (!(x.hi > -745.2)) return x.hi != x.hi ? x : DD(0.0);
+  if (!(x.hi < 709.79)) return DD(std::numeric_limits<double>::infinity());
+  // near the ends of the range: exp(x) = exp(x -+ 40) exp(+-40), both inside exp_core's range
+  // (x.hi -+ 40 is exact: it stays in x.hi's binade)
+  const double c = x.hi > 0.0 ? 40.0 : -40.0;
+  return dw_times_dw(exp_core(DD(x.hi - c, x.lo), exp_table()), exp_core(DD(c), exp_table()));
 }
 
 // expm1(x) = exp(x) - 1 with relative accuracy near 0: for |x| <= 0.34, expm1(j ln2/1024) from the
 // table plus (1 + expm1(j ln2/1024)) expm1(r); beyond, exp(x) - 1 (cancellation at most a factor 3).
-inline DD expm1(const DD& x) {
+inline DD dd_expm1(const DD& x) {
   using namespace dd_detail;
   if (!(std::fabs(x.hi) <= 0.34)) return x.hi != x.hi ? x : dw_plus_fp(exp(x), -1.0);
   double n = std::nearbyint(x.hi * kInvLn2x1024);
@@ -255,7 +278,7 @@ inline DD expm1(const DD& x) {
 // log1p(x) for x >= -1: y0 = log1p(x.hi) in double, then one Newton step on expm1:
 // y = y0 + d - d^2/2 with d = (x - expm1(y0)) / (1 + expm1(y0)) (d is about 2^-53 y0, so the next
 // term is below 2^-150 relative).
-inline DD log1p(const DD& x) {
+inline DD dd_log1p(const DD& x) {
   if (!(x.hi > -1.0)) {
     if (x.hi == -1.0 && x.lo == 0.0) return DD(-std::numeric_limits<double>::infinity());
     return DD(std::numeric_limits<double>::quiet_NaN());
@@ -270,7 +293,7 @@ inline DD log1p(const DD& x) {
 
 // log(x): log1p(x - 1) on [0.5, 2] (x - 1 is exact there); elsewhere one Newton step on exp from
 // the double logarithm (|log x| > 0.69, so absolute errors of 2^-106 stay relative ones).
-inline DD log(const DD& x) {
+inline DD dd_log(const DD& x) {
   if (x.hi >= 0.5 && x.hi <= 2.0) return log1p(two_sum(x.hi - 1.0, x.lo));
   if (!(x.hi > 0.0)) {
     if (x.hi == 0.0) return DD(-std::numeric_limits<double>::infinity());

@@ -172,6 +172,22 @@ TEST(Dd, ExpAccurateOverTheRange) {
   check_unary("exp_gate", exp_fn, mpfr_exp, [](Gen& g) { return g.dd_in(-30.0, 0.0); }, 4.0);
   check_unary("exp_wide", exp_fn, mpfr_exp, [](Gen& g) { return g.dd_in(-660.0, 700.0); }, 4.0);
   check_unary("exp_tiny", exp_fn, mpfr_exp, [](Gen& g) { return g.dd(-80, -10); }, 4.0);
+  check_unary("exp_top", exp_fn, mpfr_exp, [](Gen& g) { return g.dd_in(700.0, 709.78); }, 4.0, 5000);
+}
+
+TEST(Dd, ExpNearUnderflowIsTheDoubleResult) {
+  // Results near and below 2^-1022 lose the low word (and then bits of the high one): the pair must
+  // still be within an ulp of the correctly rounded double (a subnormal ulp below 2^-1022).
+  Gen g(5);
+  for (int i = 0; i < 5000; ++i) {
+    const DD x = g.dd_in(-745.0, -700.0);
+    M mx(x), exact;
+    mpfr_exp(exact.v, mx.v, MPFR_RNDN);
+    const double want = mpfr_get_d(exact.v, MPFR_RNDN);
+    const DD got = exp(x);
+    const double ulp = std::max(0x1p-1074, std::ldexp(1.0, std::ilogb(want) - 52));
+    ASSERT_LE(std::fabs(got.hi + got.lo - want), ulp) << x.hi;
+  }
 }
 
 TEST(Dd, Expm1AccurateNearZero) {
