@@ -38,7 +38,9 @@ std::vector<Suite> build() {
   v.push_back(regimes);
 
   // kda-long: production context lengths for the drift curve, one head of K = V = 128.
-  Suite long_suite{"kda-long", "KDA at T = 1K ... 1M tokens, H=1, K=V=128, long_memory and kimi_linear", {}};
+  // The f64 tier is the one made for full 1M-token runs (DESIGN.md); --certify measures it against dd.
+  Suite long_suite{"kda-long", "KDA at T = 1K ... 1M tokens, H=1, K=V=128, long_memory and kimi_linear; f64 reference",
+                   {}, "f64"};
   for (const char* r : {"long_memory", "kimi_linear"})
     for (const char* t : {"1024", "4096", "16384", "65536", "262144", "1048576"})
       long_suite.cases.push_back(fmt::format("kda(T={},H=1,K=128,V=128,regime={},dtype=bf16,seed=0)", t, r));

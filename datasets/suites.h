@@ -11,6 +11,7 @@ struct Suite {
   std::string name;
   std::string doc;
   std::vector<std::string> cases;
+  std::string tier = {};   // the reference tier verify uses for this suite unless --ref-tier is given
 };
 
 const std::vector<Suite>& all_suites();

@@ -93,7 +93,7 @@ int cmd_list(const std::string& what, bool json) {
 
 // --- verify -------------------------------------------------------------------------------------
 struct VerifyArgs {
-  std::string candidates, case_str, suite, tier = "dd", inputs, json, save_failures;
+  std::string candidates, case_str, suite, tier, inputs, json, save_failures;
   bool certify = false;
   int threads = 0;
   double min_bits = -1;
@@ -102,7 +102,9 @@ struct VerifyArgs {
 int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   if (a.case_str.empty() == a.suite.empty()) throw InputError("verify: give exactly one of --case or --suite");
   VerifyOptions opt;
-  opt.tier = tier_arg(a.tier);
+  // Tier: --ref-tier, else the suite's own, else dd (the default oracle for f32 candidates).
+  const Suite* suite = a.suite.empty() ? nullptr : find_suite(a.suite);
+  opt.tier = tier_arg(!a.tier.empty() ? a.tier : suite && !suite->tier.empty() ? suite->tier : "dd");
   opt.certify = a.certify;
   opt.save_failures_dir = a.save_failures;
   if (a.min_bits >= 0) opt.min_bits = a.min_bits;
@@ -173,10 +175,14 @@ int cmd_export(const std::string& case_str, const std::string& tier_s, const std
                                              {"producer", "driftgate export"}};
   // ref_bits: agreement with the next tier up over the whole case when asked, else the tier's
   // nominal precision.
-  double ref_bits = tier_precision(tier);
-  if (certify && next_tier(tier)) ref_bits = agreement_bits(ref, op->reference(c, in, *next_tier(tier), -1));
-  meta["ref_bits"] = fmt::format("{:.1f}", ref_bits);
-  meta["ref_bits_kind"] = certify ? "measured against the next tier" : "tier precision (not measured)";
+  if (certify) {
+    Certification ce = op->certify(c, in, tier);
+    meta["ref_bits"] = fmt::format("{:.1f}", ce.ref_bits);
+    meta["ref_bits_kind"] = fmt::format("agreement with {} on {}", tier_name(ce.against), ce.sample);
+  } else {
+    meta["ref_bits"] = fmt::format("{}", tier_precision(tier));
+    meta["ref_bits_kind"] = "the tier's precision (not measured; pass --certify)";
+  }
   TensorMap all = in;
   auto shapes = op->output_shapes(c);
   for (const auto& [name, values] : ref) {
@@ -223,7 +229,7 @@ int run_main(int argc, char** argv) {
   verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op)");
   verify->add_option("--case", va.case_str, "one case string, e.g. 'kda(T=4096,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)'");
   verify->add_option("--suite", va.suite, "a named suite (driftgate list suites)");
-  verify->add_option("--ref-tier", va.tier, "reference tier: f64, dd, mpfr127, mpfr256, f128")->capture_default_str();
+  verify->add_option("--ref-tier", va.tier, "reference tier: f64, dd, mpfr127, mpfr256, f128 (default: the suite's, else dd)");
   verify->add_flag("--certify", va.certify, "recompute the reference at the next tier up (on a sample when costly) and report ref_bits");
   verify->add_option("--inputs", va.inputs, "read the inputs from a .safetensors file instead of generating them");
   verify->add_option("--json", va.json, "write versioned JSON records here (rewritten after every case)");
@@ -237,7 +243,7 @@ int run_main(int argc, char** argv) {
   exp->add_option("--case", ex_case, "case string")->required();
   exp->add_option("--ref-tier", ex_tier, "reference tier")->capture_default_str();
   exp->add_option("--out", ex_out, "output .safetensors file")->required();
-  exp->add_flag("--certify", ex_certify, "measure ref_bits against the next tier up (whole case)");
+  exp->add_flag("--certify", ex_certify, "measure ref_bits against the next tier up (on a sample when costly)");
 
   std::string run_cand, run_in, run_out, run_case;
   CLI::App* run = app.add_subcommand("run", "run a candidate on stored inputs");

@@ -10,6 +10,7 @@
 
 #include "harness/case.h"
 #include "harness/tensor.h"
+#include "reference/certify.h"
 #include "reference/real/tier.h"
 
 namespace dg {
@@ -51,6 +52,9 @@ struct OpSpec {
   std::function<void(const Case&, const TensorMap&)> check_inputs;
   // The reference on the given inputs at a tier; `max_tokens` < 0 means the whole case.
   std::function<RefOutputs(const Case&, const TensorMap&, Tier, int64_t max_tokens)> reference;
+  // Certification: recomputes at the next tier up (on a documented sample when costly) and returns
+  // the agreement in bits and what was sampled. Throws InputError when no tier is above `tier`.
+  std::function<Certification(const Case&, const TensorMap&, Tier)> certify;
   // Outputs that are sequences, with their element -> position map.
   std::function<std::map<std::string, Positions>(const Case&)> positions;
   // Runs a candidate over a whole case. Empty: call candidate.run once with every output allocated.

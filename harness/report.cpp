@@ -88,9 +88,10 @@ nlohmann::json to_json(const Record& r) {
                       {"outputs", outs},
                       {"reproduce", r.reproduce}};
   if (r.cert)
-    j["certification"] = {{"against", tier_name(r.cert->against)},
-                          {"sample", r.cert->sample},
-                          {"ref_bits", num(r.cert->ref_bits)},
+    j["certification"] = {{"against", tier_name(r.cert->cert.against)},
+                          {"sample", r.cert->cert.sample},
+                          {"ref_bits", num(r.cert->cert.ref_bits)},
+                          {"ref_bits_max_elem", num(r.cert->cert.ref_bits_max_elem)},
                           {"sufficient", r.cert->sufficient}};
   else
     j["certification"] = nullptr;
@@ -116,7 +117,7 @@ std::string drift_table(const std::vector<Record>& records) {
     const OutputResult* o = nullptr;
     const OutputResult* ht = nullptr;
     for (const OutputResult& x : r.outputs) (x.name == "o" ? o : ht) = &x;
-    std::string ref_bits = r.cert ? fmt::format("{:.1f}{}", r.cert->ref_bits, r.cert->sufficient ? "" : "!") : "-";
+    std::string ref_bits = r.cert ? fmt::format("{:.1f}{}", r.cert->cert.ref_bits, r.cert->sufficient ? "" : "!") : "-";
     // A reference that is not 20 bits better than the output format cannot support a verdict.
     std::string verdict = r.cert && !r.cert->sufficient
                               ? fmt::format("UNCERTIFIED ({})", disposition_name(r.disposition))

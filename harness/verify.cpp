@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -19,17 +20,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The dtype a candidate stores an output in: its state dtype for states, else its output dtype.
 DType output_dtype(const std::string& name, const CandidateInfo& info) {
   return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
-}
-
-// Tokens of each sequence the next tier up can afford within a few seconds, for K = V = 128 and
-// one head (cost scales with K*V and the number of (sequence, head) pairs).
-int64_t certify_budget(Tier up) {
-  switch (up) {
-    case Tier::dd: return 262144;
-    case Tier::mpfr127: return 2048;
-    case Tier::mpfr256: return 1024;
-    default: return 1024;
-  }
 }
 
 std::string sanitize(const std::string& s) {
@@ -103,55 +93,29 @@ TensorMap run_candidate(const Candidate& cand, const Case& c, const TensorMap& i
   return out;
 }
 
-double agreement_bits(const RefOutputs& lo, const RefOutputs& hi) {
-  double bits = 128;
-  for (const auto& [name, h] : hi) {
-    const std::vector<double>& l = lo.at(name);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < h.size(); ++i) {
-      if (std::isnan(h[i])) continue;
-      double d = l[i] - h[i];
-      num += d * d;
-      den += h[i] * h[i];
-    }
-    if (num == 0) continue;
-    bits = std::min(bits, den == 0 ? 0.0 : -0.5 * std::log2(num / den));
-  }
-  return bits;
-}
-
 std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate*>& candidates,
                                 const VerifyOptions& opt, const TensorMap* stored) {
   const OpSpec* op = find_op(c.op());
   TensorMap in = stored ? *stored : generate_inputs(c);
   op->check_inputs(c, in);
 
-  auto t0 = std::chrono::steady_clock::now();
-  RefOutputs ref = op->reference(c, in, opt.tier, -1);
-  double ref_seconds = seconds_since(t0);
+  // The reference runs on its own thread while the candidates run: on a one-head case each of them
+  // uses one core. Candidates never see it.
+  double ref_seconds = 0;
+  std::future<RefOutputs> ref_future = std::async(std::launch::async, [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    RefOutputs r = op->reference(c, in, opt.tier, -1);
+    ref_seconds = seconds_since(t0);
+    return r;
+  });
+  std::optional<RefOutputs> ref_value;
+  auto reference = [&]() -> const RefOutputs& {
+    if (!ref_value) ref_value = ref_future.get();
+    return *ref_value;
+  };
 
-  std::optional<Certificate> cert;
-  if (opt.certify) {
-    std::optional<Tier> up = next_tier(opt.tier);
-    if (!up) throw InputError(fmt::format("--certify: no tier above {} to certify against", tier_name(opt.tier)));
-    // Sample: a prefix of every sequence, sized to the next tier's cost.
-    const std::map<std::string, Positions> pos = op->positions(c);
-    int64_t longest = 0;
-    for (const auto& [_, p] : pos)
-      for (int64_t t : p.token_position) longest = std::max(longest, t + 1);
-    double cost = static_cast<double>(op->flops(c)) / std::max<int64_t>(1, longest);  // per token position
-    double unit = 8.0 * 128 * 128;   // one K=V=128 head
-    int64_t budget = static_cast<int64_t>(std::max(1.0, certify_budget(*up) * unit / std::max(cost, 1.0)));
-    int64_t max_tokens = budget >= longest ? -1 : budget;
-    RefOutputs hi = op->reference(c, in, *up, max_tokens);
-    Certificate ce;
-    ce.against = *up;
-    ce.sample = max_tokens < 0 ? fmt::format("the whole case ({} tokens per sequence)", longest)
-                               : fmt::format("the first {} of {} tokens of every sequence (outputs at those positions; "
-                                             "final states not compared)", max_tokens, longest);
-    ce.ref_bits = agreement_bits(ref, hi);
-    cert = ce;
-  }
+  std::optional<Certification> cert;
+  if (opt.certify) cert = op->certify(c, in, opt.tier);
 
   std::vector<Record> records;
   const std::map<std::string, Positions> positions = op->positions(c);
@@ -161,7 +125,6 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.op = c.op();
     rec.candidate = cand->name();
     rec.tier = opt.tier;
-    rec.ref_seconds = ref_seconds;
     rec.flops = op->flops(c);
     rec.bytes = op->bytes(c);
     rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}", cand->name(), c.str(),
@@ -170,10 +133,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     const CandidateInfo& ci = cand->info();
     rec.min_bits = opt.min_bits.value_or(std::min({verify_floor_bits(ci.input_dtype), verify_floor_bits(ci.state_dtype),
                                                    verify_floor_bits(ci.output_dtype)}));
-    if (cert) {
-      rec.cert = cert;
-      rec.cert->sufficient = cert->ref_bits >= info(cand->info().output_dtype).precision + 20;
-    }
+    if (cert) rec.cert = Certificate{*cert, certified_for(cert->ref_bits, ci.output_dtype)};
     if (cand->info().op != c.op()) {
       rec.disposition = Disposition::SKIPPED;
       rec.reason = fmt::format("candidate implements {}, not {}", cand->info().op, c.op());
@@ -188,14 +148,14 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
       rec.seconds = seconds_since(t1);
       rec.disposition = Disposition::ERRORED;
       rec.reason = fmt::format("threw: {}", e.what());
-      if (!opt.save_failures_dir.empty()) save_failure(opt.save_failures_dir, c, rec, in, ref, nullptr);
+      if (!opt.save_failures_dir.empty()) save_failure(opt.save_failures_dir, c, rec, in, reference(), nullptr);
       records.push_back(rec);
       continue;
     }
     rec.seconds = seconds_since(t1);
 
     std::vector<std::string> problems;
-    for (const auto& [name, values] : ref) {
+    for (const auto& [name, values] : reference()) {
       const Tensor& t = out.at(name);
       std::vector<double> cv(static_cast<size_t>(t.numel()));
       t.read(0, cv);
@@ -216,9 +176,11 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.disposition = problems.empty() ? Disposition::PASSED : Disposition::INCORRECT;
     for (const std::string& s : problems) rec.reason += (rec.reason.empty() ? "" : "; ") + s;
     if (rec.disposition != Disposition::PASSED && !opt.save_failures_dir.empty())
-      save_failure(opt.save_failures_dir, c, rec, in, ref, &out);
+      save_failure(opt.save_failures_dir, c, rec, in, reference(), &out);
     records.push_back(std::move(rec));
   }
+  reference();   // joins the reference thread (and rethrows its error) before its time is read
+  for (Record& r : records) r.ref_seconds = ref_seconds;
   return records;
 }
 

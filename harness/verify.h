@@ -25,10 +25,8 @@ struct OutputResult {
 };
 
 struct Certificate {
-  Tier against;                     // the tier it was recomputed at
-  std::string sample;               // what was recomputed ("all 1024 tokens", "first 256 tokens of each sequence")
-  double ref_bits = 0;              // min over outputs of -log2(||r_tier - r_up|| / ||r_up||) on the sample
-  bool sufficient = false;          // ref_bits >= candidate output precision + 20
+  Certification cert;               // the tier's agreement with the next tier up, and the sample
+  bool sufficient = false;          // ref_bits >= the candidate's output precision + 20 (certified_for)
 };
 
 struct Record {
@@ -72,8 +70,5 @@ TensorMap generate_inputs(const Case& c);
 // Runs a candidate on a case (through the op's driver) into freshly allocated outputs.
 TensorMap run_candidate(const Candidate& cand, const Case& c, const TensorMap& in);
 
-// Agreement of two reference results on the elements where `hi` is not NaN: -log2(||lo - hi|| / ||hi||)
-// per output, minimum over outputs (128 when identical).
-double agreement_bits(const RefOutputs& lo, const RefOutputs& hi);
 
 }  // namespace dg

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "harness/tensor.h"
+#include "harness/threads.h"
 #include "reference/kda_params.h"
 
 namespace dg {
@@ -93,13 +94,15 @@ void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const 
 // Output tensor `name` of `out`, checked to have `numel` elements.
 Tensor& output(TensorMap& out, const char* name, int64_t numel);
 
-// Runs body(item, scratch) for item in [0, n) on up to hardware_concurrency() std::threads (fewer
-// when the work is small), handing out items one at a time; each thread builds its scratch once
-// with make_scratch(). The first exception thrown is rethrown after every thread has joined.
+// Runs body(item, scratch) for item in [0, n) on up to num_threads() std::threads (the harness's
+// --threads budget; by default hardware_concurrency()), fewer when the work is small, handing out
+// items one at a time (sequences of a varlen batch differ in length); each thread builds its
+// scratch once with make_scratch(). The first exception thrown is rethrown after every thread has
+// joined.
 template <class MakeScratch, class Body>
 void for_each_pair(int64_t n, double flops_per_item, MakeScratch make_scratch, Body body) {
   constexpr double kMinFlopsPerThread = 4e6;   // below this a thread costs more than it saves
-  int64_t hw = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const int64_t hw = std::max(1, num_threads());
   int64_t by_work = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * flops_per_item / kMinFlopsPerThread));
   int64_t threads = std::min({hw, n, by_work});
   std::atomic<int64_t> next{0};

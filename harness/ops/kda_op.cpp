@@ -162,6 +162,11 @@ RefOutputs kda_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_to
   return out;
 }
 
+// The certification budget: about 2^18 dd token-heads of the case's K and V (a few seconds).
+Certification kda_certify(const Case& c, const TensorMap& in, Tier tier) {
+  return certify_kda(tier, kda_params(c), in, int64_t{1} << 18);
+}
+
 std::map<std::string, Positions> kda_positions(const Case& c) {
   KdaParams p = kda_params(c);
   Positions pos;
@@ -257,6 +262,7 @@ OpSpec kda_spec(bool decode) {
   s.output_shapes = kda_output_shapes;
   s.check_inputs = kda_check_inputs;
   s.reference = kda_ref;
+  s.certify = kda_certify;
   s.positions = kda_positions;
   if (decode) s.drive = kda_decode_drive;
   s.flops = kda_flops;

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <tuple>
 #include <vector>
 
 #include "candidates/cpu/kda_chunk.h"
@@ -85,24 +84,20 @@ TensorMap make_inputs(const KdaParams& p, const Recipe& r, uint64_t seed) {
 }
 
 // --- double-precision oracles ---------------------------------------------------------------------
-struct Tok {
-  std::vector<double> q, k, v, g;
-  double beta = 0;
-};
+struct Tok { std::vector<double> q, k, v, g; double beta = 0; };
 
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
+std::vector<double> row(const Tensor& t, int64_t offset, int64_t n) {
+  std::vector<double> r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = t.get(offset + i);
+  return r;
+}
+
 Tok prepare(const KdaParams& p, const TensorMap& in, int64_t tok, int64_t hv) {
   const int64_t K = p.K, V = p.V, h = hv / p.group();
-  Tok t;
-  t.q.resize(static_cast<size_t>(K)); t.k.resize(static_cast<size_t>(K));
-  t.g.resize(static_cast<size_t>(K)); t.v.resize(static_cast<size_t>(V));
-  for (int64_t d = 0; d < K; ++d) {
-    t.q[static_cast<size_t>(d)] = in.at("q").get((tok * p.H + h) * K + d);
-    t.k[static_cast<size_t>(d)] = in.at("k").get((tok * p.H + h) * K + d);
-    t.g[static_cast<size_t>(d)] = in.at("g").get((tok * p.HV + hv) * K + d);
-  }
-  for (int64_t j = 0; j < V; ++j) t.v[static_cast<size_t>(j)] = in.at("v").get((tok * p.HV + hv) * V + j);
+  Tok t{row(in.at("q"), (tok * p.H + h) * K, K), row(in.at("k"), (tok * p.H + h) * K, K),
+        row(in.at("v"), (tok * p.HV + hv) * V, V), row(in.at("g"), (tok * p.HV + hv) * K, K)};
   if (p.qk_l2norm)
     for (std::vector<double>* x : {&t.q, &t.k}) {
       double ss = 0;
@@ -122,9 +117,7 @@ Tok prepare(const KdaParams& p, const TensorMap& in, int64_t tok, int64_t hv) {
   return t;
 }
 
-struct Out {
-  std::vector<double> o, ht;
-};
+struct Out { std::vector<double> o, ht; };
 
 using Mat = std::vector<std::vector<double>>;
 Mat zeros(int64_t r, int64_t c) { return Mat(static_cast<size_t>(r), std::vector<double>(static_cast<size_t>(c))); }
@@ -227,11 +220,7 @@ Out chunk_f64(const KdaParams& p, const TensorMap& in, int64_t C = 64) {
 // --- running candidates and comparing -------------------------------------------------------------
 using KdaFn = void (*)(const KdaParams&, const TensorMap&, TensorMap&);
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.get(i);
-  return v;
-}
+std::vector<double> values(const Tensor& t) { return row(t, 0, t.numel()); }
 
 // Outputs poisoned with all-ones bytes (NaN in every float format) so a missed element shows.
 Out run(KdaFn fn, const KdaParams& p, const TensorMap& in, DType o_dtype = DType::f32) {
@@ -349,33 +338,26 @@ TEST(KdaChunkF64, EqualsRecurrenceForEveryGateAndBetaMode) {
 }
 
 // --- f32 and bf16 candidates against the f64 recurrence -------------------------------------------
-TEST(KdaCpuCandidates, F32WithinF32BoundsForEveryMode) {
+// Every gate x beta mode at K = V = 64, T = 200; then odd head dims and ragged last chunks.
+TEST(KdaCpuCandidates, F32WithinF32BoundsForEveryModeAndShape) {
+  struct Config { KdaGate gate; KdaBeta beta; int64_t K, V, T; };
+  std::vector<Config> configs;
   for (KdaGate gate : kGates)
-    for (KdaBeta beta : kBetas) {
-      KdaParams p = params(200, 64, 64);
-      p.gate = gate; p.beta = beta;
-      TensorMap in = make_inputs(p, {}, 11 + static_cast<uint64_t>(gate) * 3 + static_cast<uint64_t>(beta));
-      Out ref = recurrent_f64(p, in);
-      for (KdaFn fn : kF32) {
-        Out c = run(fn, p, in);
-        SCOPED_TRACE(testing::Message() << "gate " << int(gate) << " beta " << int(beta) << " fn " << (fn == kF32[0] ? "recurrent" : "chunk"));
-        EXPECT_LT(rms_ratio(ref.o, c.o), 1e-5);
-        EXPECT_LT(rms_ratio(ref.ht, c.ht), 1e-5);
-      }
-    }
-}
-
-TEST(KdaCpuCandidates, OddHeadDimsAndRaggedChunks) {
-  const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{100, 60, 130}, {128, 128, 193}, {60, 100, 1}};
-  for (auto [K, V, T] : shapes) {
-    KdaParams p = params(T, K, V);
-    p.gate = KdaGate::lower_bound; p.beta = KdaBeta::sigmoid;
-    TensorMap in = make_inputs(p, {}, static_cast<uint64_t>(K + V + T));
+    for (KdaBeta beta : kBetas) configs.push_back({gate, beta, 64, 64, 200});
+  for (Config c : {Config{KdaGate::lower_bound, KdaBeta::sigmoid, 100, 60, 130}, {KdaGate::softplus, KdaBeta::given, 128, 128, 193},
+                   {KdaGate::pregated, KdaBeta::sigmoid2, 60, 100, 1}})
+    configs.push_back(c);
+  uint64_t seed = 11;
+  for (const Config& c : configs) {
+    KdaParams p = params(c.T, c.K, c.V);
+    p.gate = c.gate; p.beta = c.beta;
+    TensorMap in = make_inputs(p, {}, seed++);
     Out ref = recurrent_f64(p, in);
     for (KdaFn fn : kF32) {
-      Out c = run(fn, p, in);
-      EXPECT_LT(rms_ratio(ref.o, c.o), 1e-5) << K << " " << V << " " << T;
-      EXPECT_LT(rms_ratio(ref.ht, c.ht), 1e-5) << K << " " << V << " " << T;
+      Out r = run(fn, p, in);
+      SCOPED_TRACE(testing::Message() << "config " << seed - 11 << (fn == kF32[0] ? " recurrent" : " chunk"));
+      EXPECT_LT(rms_ratio(ref.o, r.o), 1e-5);
+      EXPECT_LT(rms_ratio(ref.ht, r.ht), 1e-5);
     }
   }
 }
