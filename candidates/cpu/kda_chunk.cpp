@@ -92,7 +92,7 @@ inline float dot(const float* a, const float* b, int64_t Kp) {
   return hsum(acc);
 }
 
-// Rows [b0, b1) against columns [b0, j1), j <= i, with exp(G_i - G_j) formed element by element.
+// Rows i in [b0, b1) against columns j in [b0, i], with exp(G_i - G_j) formed element by element.
 template <bool kBf16>
 void diag_direct(ChunkScratch& w, int64_t b0, int64_t b1, float qscale) {
   const int64_t Kp = w.Kp;

@@ -84,9 +84,14 @@ inline V16 clamp(V16 a, float lo, float hi) {
 }
 inline V16 round_nearest(V16 a) { DG_V16_LANEWISE(std::nearbyint(a.x[l])); }
 // p * 2^n in two exact-range steps (n in [-151, 128]): p * 2^(n/2) is exact, the second step rounds.
+// A NaN n (from a NaN argument of exp16) gives NaN.
 inline V16 scale2(V16 p, V16 n) {
   V16 r;
   for (int l = 0; l < 16; ++l) {
+    if (std::isnan(n.x[l])) {
+      r.x[l] = n.x[l];
+      continue;
+    }
     int ni = static_cast<int>(n.x[l]);
     int n1 = ni / 2, n2 = ni - n1;
     uint32_t b1 = static_cast<uint32_t>(n1 + 127) << 23, b2 = static_cast<uint32_t>(n2 + 127) << 23;

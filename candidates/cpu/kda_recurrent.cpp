@@ -60,7 +60,9 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 void round_bf16_row(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = dg::round_bf16(x[i]);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) round_bf16(V16::load(x + i)).store(x + i);
+  for (; i < n; ++i) x[i] = dg::round_bf16(x[i]);
 }
 
 }  // namespace

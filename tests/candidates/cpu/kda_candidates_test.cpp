@@ -413,9 +413,9 @@ TEST(KdaCpuCandidates, VarlenEqualsSeparateSequences) {
     for (size_t n = 0; n + 1 < cu.size(); ++n) {
       KdaParams ps = params(cu[n + 1] - cu[n]);
       ps.gate = p.gate;
+      const std::vector<double> ht_n(packed.ht.begin() + static_cast<int64_t>(n) * per, packed.ht.begin() + static_cast<int64_t>(n + 1) * per);
       if (ps.T == 0) {   // an empty sequence passes its initial state through
-        for (int64_t i = 0; i < per; ++i)
-          ASSERT_EQ(packed.ht[static_cast<size_t>(static_cast<int64_t>(n) * per + i)], in["h0"].get(static_cast<int64_t>(n) * per + i));
+        EXPECT_EQ(ht_n, row(in["h0"], static_cast<int64_t>(n) * per, per));
         continue;
       }
       TensorMap one = in;
@@ -428,10 +428,8 @@ TEST(KdaCpuCandidates, VarlenEqualsSeparateSequences) {
       }
       one["h0"] = fill(DType::f32, state_shape(ps), [&](int64_t i) { return in["h0"].get(static_cast<int64_t>(n) * per + i); });
       Out sep = run(fn, ps, one);
-      for (int64_t i = 0; i < ps.T * p.HV * p.V; ++i)
-        ASSERT_EQ(sep.o[static_cast<size_t>(i)], packed.o[static_cast<size_t>(cu[n] * p.HV * p.V + i)]) << n;
-      for (int64_t i = 0; i < per; ++i)
-        ASSERT_EQ(sep.ht[static_cast<size_t>(i)], packed.ht[static_cast<size_t>(static_cast<int64_t>(n) * per + i)]) << n;
+      EXPECT_EQ(sep.o, std::vector<double>(packed.o.begin() + cu[n] * p.HV * p.V, packed.o.begin() + cu[n + 1] * p.HV * p.V)) << n;
+      EXPECT_EQ(sep.ht, ht_n) << n;
     }
   }
 }
@@ -457,6 +455,22 @@ TEST(KdaCpuCandidates, GvaMapsValueHeadsToTheirQkHead) {
     if (fn != kda_cpu_chunk_bf16) {
       EXPECT_LT(rms_ratio(ref.o, a.o), 1e-5);
     }
+  }
+}
+
+// Enough work for several threads: the pairs they share out give the bits one thread gives.
+TEST(KdaCpuCandidates, ThreadsOverPairsGiveTheSameBits) {
+  KdaParams p = params(300, 64, 64, 2, 4);
+  p.B = 3;
+  TensorMap in = make_inputs(p, {}, 131);
+  for (KdaFn fn : kPrefill) {
+    set_num_threads(1);
+    Out one = run(fn, p, in);
+    set_num_threads(4);
+    Out many = run(fn, p, in);
+    set_num_threads(0);
+    EXPECT_EQ(one.o, many.o);
+    EXPECT_EQ(one.ht, many.ht);
   }
 }
 
@@ -510,10 +524,7 @@ TEST(KdaCpuCandidates, HardRegimesStayFiniteAndAccurate) {
 }
 
 // --- decode ---------------------------------------------------------------------------------------
-struct Decoded {
-  std::vector<double> o;   // [B, T, HV, V]
-  Tensor pool;
-};
+struct Decoded { std::vector<double> o; Tensor pool; };   // o [B, T, HV, V]
 
 // T decode steps over the tokens of `in`; sequence b uses pool slot slots[b] (-1: padding).
 Decoded drive_decode(KdaFn fn, const KdaParams& p, const TensorMap& in, DType state_dtype,
@@ -566,8 +577,7 @@ TEST(KdaDecodeCpu, StepsReproduceRecurrentPrefillBitwise) {
     EXPECT_EQ(d.o, pre.o);
     const int64_t per = p.HV * p.K * p.V;
     for (int64_t b = 0; b < p.B; ++b)
-      for (int64_t i = 0; i < per; ++i)
-        ASSERT_EQ(d.pool.get(slots[static_cast<size_t>(b)] * per + i), pre.ht[static_cast<size_t>(b * per + i)]);
+      EXPECT_EQ(row(d.pool, slots[static_cast<size_t>(b)] * per, per), std::vector<double>(pre.ht.begin() + b * per, pre.ht.begin() + (b + 1) * per));
     for (int64_t s : {1, 2})   // slots no sequence uses keep their sentinels
       for (int64_t i = 0; i < per; ++i) ASSERT_EQ(d.pool.get(s * per + i), 7.0 + static_cast<double>((s * per + i) % 13));
   }
