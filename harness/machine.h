@@ -1,0 +1,63 @@
+// This machine's limits, measured once and cached in results/machine.json: FMA peak (f32, f64) on
+// one core and on all cores, STREAM-triad memory bandwidth on one core and on all cores, and the
+// cache sizes. Speed rows divide by these to print % of the limit, and the gate's physical-bound
+// rule (a time below bytes / bandwidth or flops / peak is INVALID) reads them.
+//
+// Conventions:
+//   - GFLOP/s count 2 flops per lane per fused multiply-add (the vendor convention), with the
+//     widest vectors the build targets (AVX-512 under -march=native on this machine, AVX2+FMA
+//     otherwise, scalar std::fma as a last resort).
+//   - GB/s are 1e9 bytes per second. The triad a[i] = b[i] + s * c[i] over doubles counts 24 bytes
+//     per element (two 8-byte reads, one 8-byte write), STREAM's own convention. The kernel writes
+//     `a` with non-temporal (streaming) stores, so no write-allocate read of `a` happens and 24 bytes
+//     is the traffic the memory actually moves; a kernel with ordinary stores moves 32 bytes per
+//     element for the same 24 counted. Kernels declare their bytes the same way (read + written,
+//     no write-allocate), so `bytes / stream_triad_gbs` is a floor on their time.
+//   - "cores" is the number of CPUs this process may run on (its affinity mask): the all-core
+//     figures use one thread per such CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dg {
+
+struct MachineLimits {
+  std::string cpu;          // /proc/cpuinfo "model name"
+  int cores = 0;
+  double f32_fma_gflops_core = 0, f32_fma_gflops_all = 0;
+  double f64_fma_gflops_core = 0, f64_fma_gflops_all = 0;
+  double stream_triad_gbs_core = 0, stream_triad_gbs_all = 0;
+  int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;   // 0 where sysfs does not say
+  std::string measured_at;  // UTC, ISO 8601 (2026-03-01T12:00:00Z)
+};
+
+// Measures this machine in about `seconds_budget` seconds (plus the first touch of the triad
+// arrays, a fraction of a second). FMA peak: 12 independent FMA chains per thread, best rate over
+// repeated short runs. Triad: arrays of 4x the last-level cache in total (at least 256 MiB, at
+// most 2 GiB and a quarter of the available memory), first touched by the threads that use them,
+// best of several passes. A larger budget gives more repetitions, i.e. a better chance of an
+// undisturbed run on a shared machine; it does not change the array sizes.
+MachineLimits measure_machine(double seconds_budget = 3.0);
+
+// What this process sees now: the CPU model string and the CPU count of its affinity mask.
+std::string this_cpu_model();
+int this_machine_cores();
+
+// JSON object with every field above (names as in the struct) and "schema_version".
+nlohmann::json to_json(const MachineLimits& m);
+// Throws std::runtime_error naming the first missing or mistyped field.
+MachineLimits machine_from_json(const nlohmann::json& j);
+
+// Reads `path` (normally results/machine.json) when it exists, parses, and was measured on this CPU
+// model with this core count; otherwise (or when `remeasure`) measures, writes `path` atomically
+// (temporary file + rename, creating the folder) and returns the new figures. A cache file that
+// cannot be parsed is replaced, not an error.
+MachineLimits load_or_measure_machine(const std::string& path, bool remeasure, double seconds_budget = 3.0);
+
+// A short human-readable table of the limits.
+std::string describe_machine(const MachineLimits& m);
+
+}  // namespace dg
