@@ -45,6 +45,25 @@ std::vector<Suite> build() {
     for (const char* t : {"1024", "4096", "16384", "65536", "262144", "1048576"})
       long_suite.cases.push_back(fmt::format("kda(T={},H=1,K=128,V=128,regime={},dtype=bf16,seed=0)", t, r));
   v.push_back(long_suite);
+
+  // Gate suites: the regimes and lengths that decide a merge. Two heads, so both cores work for
+  // either candidate; long_memory at 64K for the drift rule.
+  v.push_back({"kda-gate-quick", "the KDA merge gate in under a minute: production gates, long memory, varlen", {
+                   "kda(T=4096,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda(T=4096,H=2,K=128,V=128,regime=glm_safe_gate,dtype=bf16,seed=0)",
+                   "kda(T=16384,H=2,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
+                   "kda(T=4096,H=2,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)",
+               }});
+  Suite gate{"kda-gate", "the KDA merge gate: every regime, long context up to 64K (a few minutes)", {}};
+  for (const char* r : {"kimi_linear", "glm_safe_gate", "zero_gate", "forget_mix", "strong_decay", "collinear_keys",
+                        "neg_eigval", "tiny_norm", "unnormalized_keys"})
+    gate.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype=bf16,seed=0)", r));
+  gate.cases.push_back("kda(T=4096,H=2,K=128,V=128,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)");
+  gate.cases.push_back("kda(T=4096,H=2,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)");
+  gate.cases.push_back("kda(T=4096,H=2,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)");
+  gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)");
+  gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
+  v.push_back(gate);
   return v;
 }
 

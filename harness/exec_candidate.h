@@ -40,6 +40,10 @@ void register_exec(const std::string& spec);
 // The specs registered so far, in order (a worker process registers the same ones).
 std::vector<std::string> exec_specs();
 
+// The command-line arguments that load the same plugins and register the same exec candidates in
+// another driftgate process (a worker): --plugin PATH ... --exec SPEC ..., in load order.
+std::vector<std::string> outside_candidate_args();
+
 // Copies each tensor of `out` from the .safetensors file at `path` (the program's {out}), converting
 // its dtype; throws std::runtime_error naming `candidate` and the missing or mis-shaped tensor.
 void read_exec_outputs(const std::string& path, const std::string& candidate, TensorMap& out);

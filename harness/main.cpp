@@ -9,10 +9,14 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/cli_gate.h"
+#include "harness/exec_candidate.h"
+#include "harness/plugin.h"
 #include "harness/report.h"
 #include "harness/safetensors.h"
 #include "harness/threads.h"
 #include "harness/verify.h"
+#include "harness/worker_main.h"
 
 namespace dg {
 namespace {
@@ -94,9 +98,9 @@ int cmd_list(const std::string& what, bool json) {
 // --- verify -------------------------------------------------------------------------------------
 struct VerifyArgs {
   std::string candidates, case_str, suite, tier, inputs, json, save_failures;
-  bool certify = false;
-  int threads = 0;
-  double min_bits = -1;
+  bool certify = false, in_process = false;
+  int threads = 0, runs = 1;
+  double min_bits = -1, timeout = 600;
 };
 
 int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
@@ -108,6 +112,11 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   opt.certify = a.certify;
   opt.save_failures_dir = a.save_failures;
   if (a.min_bits >= 0) opt.min_bits = a.min_bits;
+  opt.isolate = !a.in_process;
+  opt.worker_runs = a.runs;
+  opt.wall_seconds = a.timeout;
+  opt.worker_args = outside_candidate_args();
+  if (a.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(a.threads)});
   set_num_threads(a.threads);
 
   // Everything that can be wrong with the input is checked before anything is measured.
@@ -143,7 +152,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
     const Case& c = cases[i];
     std::vector<const Candidate*> mine;
     for (const Candidate* k : cands.empty() ? all_candidates() : cands)
-      if (k->info().op == c.op()) mine.push_back(k);
+      if (k->info().op == c.op() && (!cands.empty() || !is_canary(k->info()))) mine.push_back(k);
     std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
     records.insert(records.end(), rows.begin(), rows.end());
     // Rows already measured are on disk before the next case starts.
@@ -226,7 +235,7 @@ int run_main(int argc, char** argv) {
 
   VerifyArgs va;
   CLI::App* verify = app.add_subcommand("verify", "precision drift of candidates against the reference");
-  verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op)");
+  verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op but the canaries)");
   verify->add_option("--case", va.case_str, "one case string, e.g. 'kda(T=4096,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)'");
   verify->add_option("--suite", va.suite, "a named suite (driftgate list suites)");
   verify->add_option("--ref-tier", va.tier, "reference tier: f64, dd, mpfr127, mpfr256, f128 (default: the suite's, else dd)");
@@ -236,6 +245,9 @@ int run_main(int argc, char** argv) {
   verify->add_option("--save-failures", va.save_failures, "write inputs, reference and outputs of every failing row here");
   verify->add_option("--threads", va.threads, "worker threads (default: all cores)");
   verify->add_option("--min-bits", va.min_bits, "override the verify floor (bits of the output format)");
+  verify->add_flag("--in-process", va.in_process, "run candidates in this process instead of isolated workers (faster, unsafe)");
+  verify->add_option("--runs", va.runs, "check runs per candidate in its worker (2 adds the determinism rule)")->capture_default_str();
+  verify->add_option("--timeout", va.timeout, "wall-clock limit per candidate run, seconds")->capture_default_str();
 
   std::string ex_case, ex_tier = "dd", ex_out;
   bool ex_certify = false;
@@ -252,17 +264,49 @@ int run_main(int argc, char** argv) {
   run->add_option("--out", run_out, "output .safetensors")->required();
   run->add_option("--case", run_case, "case string (overrides the file's)");
 
+  // worker: hidden; the parent side of candidate isolation (harness/worker.h) spawns it. Options it
+  // does not know fall through to the top level (e.g. --plugin).
+  WorkerArgs wk;
+  CLI::App* worker = app.add_subcommand("worker", "run one candidate in an isolated worker")->group("");
+  worker->fallthrough();
+  worker->add_option("--candidate", wk.candidate)->required();
+  worker->add_option("--in", wk.in)->required();
+  worker->add_option("--out", wk.out)->required();
+  worker->add_option("--report", wk.report)->required();
+  worker->add_option("--mem-limit", wk.mem_limit);
+  worker->add_option("--cpu-limit", wk.cpu_limit);
+  worker->add_option("--runs", wk.runs);
+  int worker_threads = 0;
+  worker->add_option("--threads", worker_threads);
+
+  // Plugins and outside programs add candidates before any verb runs. Global options, also
+  // accepted after the verb (every subcommand falls through to them); one value per occurrence.
+  std::vector<std::string> plugin_paths, exec_args;
+  app.add_option("--plugin", plugin_paths, "load candidates from a shared library (driftgate/candidate_abi.h); repeatable")
+      ->allow_extra_args(false);
+  app.add_option("--exec", exec_args, "NAME='CMD {in} {out}': an outside program as candidate NAME; repeatable")
+      ->allow_extra_args(false);
+  std::shared_ptr<GateCommands> gate_cmds = add_gate_commands(app);
+  for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  for (const std::string& p : plugin_paths) load_plugin(p);
+  for (const std::string& e : exec_args) register_exec(e);
   std::string cmd = command_line(argc, argv);
   if (*list) return cmd_list(what, json);
   if (*verify) return cmd_verify(va, cmd);
   if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
   if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
+  if (int rc = run_gate_commands(*gate_cmds, cmd); rc >= 0) return rc;
+  if (*worker) {
+    set_num_threads(worker_threads);
+    return worker_main(wk);
+  }
   return 2;
 }
 

@@ -150,7 +150,7 @@ struct HistogramP99 {
 
 struct Accum {
   int64_t count = 0, mismatch = 0, first_mismatch = -1, argmax_abs = -1;
-  double max_abs = 0, max_rel = 0, max_mag = 0, ulp_max = 0;
+  double max_abs = 0, max_rel = 0, max_mag = 0, ref_max_abs = 0, ulp_max = 0;
   uint64_t ulp_dist_max = 0;
   Neumaier dd, rr, cc, cr, ulp_sum;
 };
@@ -175,6 +175,7 @@ void scan(std::span<const double> reference, std::span<const double> candidate, 
     }
     a.max_rel = std::max(a.max_rel, ad / std::max(ar, rel_floor));
     a.max_mag = std::max(a.max_mag, std::max(ar, std::fabs(c)));
+    a.ref_max_abs = std::max(a.ref_max_abs, ar);
     a.dd.add(d * d);
     a.rr.add(r * r);
     a.cc.add(c * c);
@@ -267,6 +268,7 @@ TensorMetrics compare(std::span<const double> reference, std::span<const double>
   m.first_mismatch = a.first_mismatch;
   m.argmax_abs = a.argmax_abs;
   m.max_abs = a.max_abs;
+  m.ref_max_abs = a.ref_max_abs;
   m.max_rel = a.max_rel;
   const double dd = a.dd.value(), rr = a.rr.value(), cc = a.cc.value(), cr = a.cr.value();
   m.rms_ratio = norm_ratio(dd, rr);
@@ -283,7 +285,7 @@ TensorMetrics compare(std::span<const double> reference, std::span<const double>
 }
 
 DriftCurve drift_curve(std::span<const double> reference, std::span<const double> candidate,
-                       std::span<const int64_t> token_position, int64_t inner) {
+                       std::span<const int64_t> token_position, int64_t inner, int64_t min_fit_position) {
   if (reference.size() != candidate.size())
     throw std::invalid_argument("drift_curve: reference has " + std::to_string(reference.size()) +
                                 " elements, candidate " + std::to_string(candidate.size()));
@@ -330,8 +332,9 @@ DriftCurve drift_curve(std::span<const double> reference, std::span<const double
   double s = 1.0;
   if (needs_scaling(max_mag)) pass(s = scale_for(max_mag));
 
-  // least-squares fit of y = log2(rms_error) against x = log2(geometric-mean position)
-  std::vector<double> xs, ys;
+  // least-squares fit of y = log2(rms_error) against x = log2(geometric-mean position), over the
+  // buckets from min_fit_position on (all buckets when fewer than two of those qualify)
+  std::vector<double> xs, ys, xs_all, ys_all;
   for (int b = 0; b < nb; ++b) {
     const Acc& a = acc[static_cast<size_t>(b)];
     if (a.tokens == 0) continue;
@@ -346,9 +349,18 @@ DriftCurve drift_curve(std::span<const double> reference, std::span<const double
     curve.buckets.push_back(out);
     if (dd > 0 && rr > 0 && out.rms_error > 0 && std::isfinite(out.rms_error)) {
       const auto begin = static_cast<double>(std::max<int64_t>(out.begin, 1));
-      xs.push_back(0.5 * (std::log2(begin) + std::log2(static_cast<double>(out.end))));
-      ys.push_back(std::log2(out.rms_error));
+      const double x = 0.5 * (std::log2(begin) + std::log2(static_cast<double>(out.end)));
+      xs_all.push_back(x);
+      ys_all.push_back(std::log2(out.rms_error));
+      if (out.begin >= min_fit_position) {
+        xs.push_back(x);
+        ys.push_back(std::log2(out.rms_error));
+      }
     }
+  }
+  if (xs.size() < 2) {
+    xs = std::move(xs_all);
+    ys = std::move(ys_all);
   }
   if (xs.size() >= 2) {
     const auto k = static_cast<double>(xs.size());

@@ -45,6 +45,7 @@ struct TensorMetrics {
   double ulp_max = 0, ulp_p99 = 0, ulp_mean = 0;
   int64_t ulp_dist_max = 0;
   int64_t argmax_abs = -1;         // flat index of the first element with |c - r| == max_abs
+  double ref_max_abs = 0;          // max |r| over the compared elements (scale of absolute floors)
 };
 
 // Above this many elements compare() takes ulp_p99 from a histogram instead of an exact order
@@ -78,8 +79,11 @@ TensorMetrics compare(std::span<const double> reference, std::span<const double>
 //   rms_error = ||c - r|| / sqrt(count)
 // growth_exponent: the least-squares slope of log2(rms_error) against log2(the bucket's
 // geometric-mean position sqrt(max(begin, 1) * end)), over the buckets with nonzero (and finite)
-// error and nonzero reference; 0 when fewer than two buckets qualify. Error that grows as
-// position^a gives a; error that stays constant gives 0.
+// error and nonzero reference that begin at min_fit_position or later (all qualifying buckets when
+// fewer than two of those do); 0 when fewer than two buckets qualify. Error that grows as
+// position^a gives a; error that stays constant gives 0. The default min_fit_position, 64, is one
+// chunk of a chunked kernel: the first chunk starts from the initial state and is typically more
+// accurate than the rest, a ramp over the first tokens that is not growth with context length.
 struct DriftBucket {
   int64_t begin = 0, end = 0;       // positions [begin, end)
   int64_t count = 0;                // elements compared (both finite)
@@ -94,6 +98,7 @@ struct DriftCurve {
 // Throws std::invalid_argument when the sizes differ, inner < 1, reference.size() !=
 // token_position.size() * inner, or a position is negative.
 DriftCurve drift_curve(std::span<const double> reference, std::span<const double> candidate,
-                       std::span<const int64_t> token_position, int64_t inner);
+                       std::span<const int64_t> token_position, int64_t inner,
+                       int64_t min_fit_position = 64);
 
 }  // namespace dg

@@ -154,7 +154,8 @@ void load_plugin(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(fmt::format("plugin '{}': no such file", path));
   if (fs::is_directory(path, ec)) throw InputError(fmt::format("plugin '{}': is a directory, not a shared library", path));
-  const std::string canon = fs::canonical(path, ec).string();
+  std::string canon = fs::canonical(path, ec).string();
+  if (ec || canon.empty()) canon = fs::absolute(path).string();
   for (const auto& p : plugins())
     if (p->path == canon) return;
 

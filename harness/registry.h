@@ -95,6 +95,10 @@ struct CandidateInfo {
   std::string doc;
 };
 
+// Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
+// that exist to be caught (driftgate selftest). They never join a default candidate set.
+inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }
+
 // run(case, in, out): `out` holds the output (and in-out) tensors, allocated by the harness in the
 // candidate's output dtype (in-out tensors in its state dtype, already filled); the candidate writes
 // every element of them and must not touch `in`.

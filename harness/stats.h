@@ -62,7 +62,8 @@ struct RatioInterval {
 // type-7 quantiles of those ratios, estimate is the ratio of the full-sample medians.
 // Draw i of resample r from sample s (0 = base, 1 = patch) uses the Philox4x32-10 block
 //   philox({ i / 2, r, s, 0 }, { lo32(seed), hi32(seed) }), 64-bit word (i % 2) (w1:w0 or w3:w2),
-// mapped to an index by (bits * n) >> 64 (bias below n / 2^64).
+// mapped to an index by (bits * n) >> 64 (bias below n / 2^64). Cost: resamples x (n_base +
+// n_patch) draws and median selections, ~10 ms for 2000 resamples of 2 x 100 samples.
 RatioInterval bootstrap_ratio_ci(std::span<const double> base, std::span<const double> patch,
                                  double confidence = 0.95, int resamples = 2000, uint64_t seed = 1);
 
@@ -76,7 +77,9 @@ RatioInterval bootstrap_ratio_ci(std::span<const double> base, std::span<const d
 //     pooled sample (see mann_whitney_p);
 //   - otherwise the normal approximation with continuity correction:
 //     P(U <= k - 1) ~ Phi((k - 1/2 - mn/2) / sigma), sigma^2 = mn (m + n + 1) / 12, hence
-//     k = floor(mn/2 - z_{(1+c)/2} sigma + 1/2).
+//     k = floor(mn/2 - z_{(1+c)/2} sigma + 1/2)
+//     (sigma without the tie correction: with ties the interval comes out slightly wider, i.e.
+//     conservative).
 // When the samples are too small for the requested confidence (k < 1), lo = 0 and hi = +inf.
 // Cost O(mn log mn) time and O(mn) memory.
 RatioInterval hodges_lehmann_ratio(std::span<const double> base, std::span<const double> patch,

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "harness/safetensors.h"
+#include "harness/worker.h"
 
 namespace dg {
 namespace {
@@ -142,17 +143,41 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     }
     TensorMap out;
     auto t1 = std::chrono::steady_clock::now();
-    try {
-      out = run_candidate(*cand, c, in);
-    } catch (const std::exception& e) {
+    if (opt.isolate) {
+      // The candidate runs in its own process; the reference and the results never live there.
+      WorkerRequest req;
+      req.candidate = cand->name();
+      req.case_str = c.str();
+      req.inputs = in;
+      req.runs = opt.worker_runs;
+      req.limits.wall_seconds = opt.wall_seconds;
+      req.limits.memory_bytes = opt.memory_bytes;
+      req.extra_args = opt.worker_args;
+      WorkerResult w = run_in_worker(req);
+      rec.seconds = w.seconds;
+      std::string why;
+      if (std::optional<Disposition> d = worker_disposition(w, &why)) {
+        rec.disposition = *d;
+        rec.reason = why;
+        if (!opt.save_failures_dir.empty())
+          save_failure(opt.save_failures_dir, c, rec, in, reference(), w.outputs.empty() ? nullptr : &w.outputs);
+        records.push_back(rec);
+        continue;
+      }
+      out = std::move(w.outputs);
+    } else {
+      try {
+        out = run_candidate(*cand, c, in);
+      } catch (const std::exception& e) {
+        rec.seconds = seconds_since(t1);
+        rec.disposition = Disposition::ERRORED;
+        rec.reason = fmt::format("threw: {}", e.what());
+        if (!opt.save_failures_dir.empty()) save_failure(opt.save_failures_dir, c, rec, in, reference(), nullptr);
+        records.push_back(rec);
+        continue;
+      }
       rec.seconds = seconds_since(t1);
-      rec.disposition = Disposition::ERRORED;
-      rec.reason = fmt::format("threw: {}", e.what());
-      if (!opt.save_failures_dir.empty()) save_failure(opt.save_failures_dir, c, rec, in, reference(), nullptr);
-      records.push_back(rec);
-      continue;
     }
-    rec.seconds = seconds_since(t1);
 
     std::vector<std::string> problems;
     for (const auto& [name, values] : reference()) {

@@ -57,6 +57,13 @@ struct VerifyOptions {
   std::string save_failures_dir;    // empty: do not save
   std::optional<double> min_bits;   // overrides verify_floor_bits
   std::string candidates_arg;       // for reproduce commands
+  // Isolation: run every candidate in a worker process (harness/worker.h) with these limits and
+  // check runs; false runs candidates in this process (tests of candidates registered in a test).
+  bool isolate = false;
+  int worker_runs = 1;              // 2 adds the determinism rule (two poisons must agree bitwise)
+  double wall_seconds = 600;
+  int64_t memory_bytes = int64_t{8} << 30;
+  std::vector<std::string> worker_args;   // forwarded to the worker (--plugin, --exec)
 };
 
 // Verifies one case. `stored` holds inputs read from a file (nullptr: generate from the case).

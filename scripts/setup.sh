@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev libmpfr-dev libgmp-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
-  python3
+  python3 python3-numpy
 )
 
 missing=()

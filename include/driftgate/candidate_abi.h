@@ -24,8 +24,8 @@
  * params_json, the case a run is for, as one JSON object:
  *   {"case": "kda(T=64,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)",
  *    "op": "kda",
- *    "params": {"T": 64, "B": 1, "H": 1, "HV": 0, "K": 16, "V": 16, "gate": "pregated", "lb": -5,
- *               "a_log": true, "beta": "given", "l2norm": true, "scale": 0, "h0": false,
+ *    "params": {"T": 64, "B": 1, "H": 1, "HV": 0, "K": 16, "V": 16, "gate": "pregated", "lb": -5.0,
+ *               "a_log": true, "beta": "given", "l2norm": true, "scale": 0.0, "h0": false,
  *               "layout": "kfirst", "seqlens": [], "regime": "kimi_linear", "dtype": "bf16",
  *               "seed": 0}}
  * "params" holds every parameter of the op (`driftgate list ops` documents them), defaults

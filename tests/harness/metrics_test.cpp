@@ -565,3 +565,24 @@ TEST(DriftCurve, InvalidArgumentsThrow) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+// Error that ramps up over the first chunk (positions < 64) and is flat after it: no growth with
+// context length, so the default fit says ~0; fitting from position 0 sees the ramp.
+TEST(DriftCurve, FirstChunkRampIsNotContextGrowth) {
+  const int64_t T = 4096;
+  std::vector<double> r(static_cast<size_t>(T), 1.0), c(static_cast<size_t>(T));
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    pos[static_cast<size_t>(t)] = t;
+    double err = 1e-7 * std::min<double>(static_cast<double>(t + 1), 64.0) / 64.0;
+    c[static_cast<size_t>(t)] = 1.0 + err;
+  }
+  EXPECT_NEAR(drift_curve(r, c, pos, 1).growth_exponent, 0.0, 0.02);
+  EXPECT_GT(drift_curve(r, c, pos, 1, 0).growth_exponent, 0.3);
+}
+
+}  // namespace
+}  // namespace dg

@@ -1,0 +1,206 @@
+#include "harness/cli_gate.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "datasets/suites.h"
+#include "harness/gate_run.h"
+#include "harness/report.h"
+#include "harness/speed.h"
+#include "harness/stats.h"
+#include "harness/threads.h"
+
+namespace dg {
+
+struct GateCommands {
+  // gate
+  CLI::App* gate = nullptr;
+  std::string base, patch, suite, policy, out, tier, save_failures;
+  std::vector<std::string> cases;
+  double claim = 0;
+  bool no_time = false;
+  int threads = 0;
+  // bench
+  CLI::App* bench = nullptr;
+  std::string b_candidates, b_case, b_suite, b_json, b_tier;
+  double b_max_time = 10;
+  // machine
+  CLI::App* machine = nullptr;
+  bool m_json = false, m_remeasure = false;
+  std::string machine_file = "results/machine.json";
+};
+
+namespace {
+
+const Candidate& need_candidate(const std::string& name) {
+  const Candidate* c = find_candidate(name);
+  if (!c) {
+    std::string known;
+    for (const Candidate* k : all_candidates()) known += (known.empty() ? "" : ", ") + k->name();
+    throw InputError(fmt::format("unknown candidate '{}' (candidates: {})", name, known));
+  }
+  return *c;
+}
+
+std::vector<Case> cases_of(const std::string& suite_name, const std::vector<std::string>& case_strs, const char* verb) {
+  if (suite_name.empty() == case_strs.empty())
+    throw InputError(fmt::format("{}: give --suite or --case (not both)", verb));
+  std::vector<Case> cases;
+  if (!suite_name.empty()) {
+    const Suite* s = find_suite(suite_name);
+    if (!s) {
+      std::string known;
+      for (const Suite& k : all_suites()) known += (known.empty() ? "" : ", ") + k.name;
+      throw InputError(fmt::format("unknown suite '{}' (suites: {})", suite_name, known));
+    }
+    for (const std::string& cs : s->cases) cases.push_back(parse_case(cs));
+  }
+  for (const std::string& cs : case_strs) cases.push_back(parse_case(cs));
+  return cases;
+}
+
+Tier tier_of(const std::string& s, const std::string& suite_name) {
+  const Suite* suite = suite_name.empty() ? nullptr : find_suite(suite_name);
+  std::string name = !s.empty() ? s : suite && !suite->tier.empty() ? suite->tier : "dd";
+  auto t = parse_tier(name);
+  if (!t) throw InputError(fmt::format("unknown reference tier '{}' (tiers: f64, dd, mpfr127, mpfr256, f128)", name));
+  return *t;
+}
+
+int cmd_gate(GateCommands& g, const std::string& cmdline) {
+  set_num_threads(g.threads);
+  const Candidate& base = need_candidate(g.base);
+  const Candidate& patch = need_candidate(g.patch);
+  if (base.info().op != patch.info().op)
+    throw InputError(fmt::format("base {} implements {}, patch {} implements {}", base.name(), base.info().op,
+                                 patch.name(), patch.info().op));
+  std::vector<Case> cases = cases_of(g.suite, g.cases, "gate");
+  for (const Case& c : cases)
+    if (c.op() != base.info().op)
+      throw InputError(fmt::format("case {} is not of op {}", c.str(), base.info().op));
+  Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
+  GateOptions opt;
+  opt.tier = tier_of(g.tier, g.suite);
+  if (g.claim > 0) opt.claim = g.claim;
+  opt.out_dir = g.out;
+  opt.save_failures_dir = g.save_failures;
+  opt.time = !g.no_time;
+  opt.command = cmdline;
+  MachineLimits machine;
+  if (opt.time) {
+    machine = load_or_measure_machine(g.machine_file, false);
+    opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
+      return measure_speed(b, p, c, pol, machine);
+    };
+  }
+  GateReport rep = run_gate(base, patch, cases, policy, opt);
+  std::cout << gate_markdown(rep);
+  if (!g.out.empty()) std::cout << fmt::format("\nwrote {0}/verdict.json, {0}/verdict.md, {0}/junit.xml\n", g.out);
+  return rep.verdict == Verdict::MERGE ? 0 : 1;
+}
+
+int cmd_bench(GateCommands& g, const std::string& cmdline) {
+  std::vector<Case> cases = cases_of(g.b_suite, g.b_case.empty() ? std::vector<std::string>{} : std::vector<std::string>{g.b_case}, "bench");
+  std::vector<const Candidate*> cands;
+  std::string list = g.b_candidates;
+  for (size_t start = 0; start < list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) cands.push_back(&need_candidate(list.substr(start, end - start)));
+    start = end + 1;
+  }
+  if (cands.empty()) throw InputError("bench: give --candidate A[,B...]");
+  MachineLimits machine = load_or_measure_machine(g.machine_file, false);
+  VerifyOptions vo;
+  vo.tier = tier_of(g.b_tier, g.b_suite);
+  nlohmann::json all = nlohmann::json::object();
+  int failed = 0;
+  std::cout << fmt::format("{:<26} {:>11} {:>23} {:>7} {:>8} {:>8} {:>7} {:>8}  {}\n", "candidate", "median", "95% interval",
+                           "noise", "GB/s", "GFLOP/s", "% limit", "speedup", "precision");
+  for (const Case& c : cases) {
+    std::cout << c.str() << "\n";
+    std::vector<const Candidate*> mine;
+    for (const Candidate* k : cands)
+      if (k->info().op == c.op()) mine.push_back(k);
+    // Precision first, in the same invocation: no speed is printed for a candidate that failed it.
+    std::vector<Record> recs = verify_case(c, mine, vo);
+    std::vector<const Candidate*> timed;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (recs[i].disposition == Disposition::PASSED) timed.push_back(mine[i]);
+      else {
+        ++failed;
+        std::cout << fmt::format("  {:<24} not timed: {} ({})\n", mine[i]->name(), disposition_name(recs[i].disposition),
+                                 recs[i].reason);
+      }
+    }
+    if (timed.empty()) continue;
+    BenchOptions bo;
+    bo.max_time_s = g.b_max_time;
+    std::vector<BenchSamples> samples = time_candidates(timed, c, bo);
+    double first_median = 0;
+    for (const BenchSamples& s : samples) {
+      Throughput t = throughput_of(s.seconds, c, machine);
+      if (first_median == 0) first_median = t.median_s;
+      std::string flag = !s.outputs_consistent ? "INVALID: " + s.inconsistency
+                         : t.below_physical_bound ? "INVALID: faster than the machine's limit"
+                                                  : "PASSED";
+      if (flag != "PASSED") ++failed;
+      std::cout << fmt::format("  {:<24} {:>9.3f}ms [{:>9.3f}, {:>9.3f}]ms {:>6.1f}% {:>8.2f} {:>8.2f} {:>6.1f}% {:>7.2f}x  {}\n",
+                               s.candidate, t.median_s * 1e3, t.lo_s * 1e3, t.hi_s * 1e3, 100 * t.noise, t.gbs, t.gflops,
+                               t.pct_of_limit, first_median / t.median_s, flag);
+    }
+    nlohmann::json j = nlohmann::json::parse(compare_py_json(samples, c, run_context(cmdline)));
+    if (all.empty()) all = j;
+    else for (auto& b : j["benchmarks"]) all["benchmarks"].push_back(b);
+  }
+  if (!g.b_json.empty() && !all.empty()) write_file_atomic(g.b_json, all.dump(2) + "\n");
+  return failed ? 1 : 0;
+}
+
+int cmd_machine(GateCommands& g) {
+  MachineLimits m = load_or_measure_machine(g.machine_file, g.m_remeasure);
+  std::cout << (g.m_json ? to_json(m).dump(2) + "\n" : describe_machine(m));
+  return 0;
+}
+
+}  // namespace
+
+std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
+  auto g = std::make_shared<GateCommands>();
+  g->gate = app.add_subcommand("gate", "MERGE or REJECT a patch against a base: precision, drift and throughput");
+  g->gate->add_option("--base", g->base, "the candidate now in use")->required();
+  g->gate->add_option("--patch", g->patch, "the candidate proposed")->required();
+  g->gate->add_option("--suite", g->suite, "a named suite (kda-gate, kda-gate-quick, ...)");
+  g->gate->add_option("--case", g->cases, "a case string (repeatable)");
+  g->gate->add_option("--policy", g->policy, "a policy TOML file (default: policies/default.toml, built in)");
+  g->gate->add_option("--claim", g->claim, "claimed speedup X: the interval's lower end must reach X - tolerance");
+  g->gate->add_option("--out", g->out, "write verdict.json, verdict.md and junit.xml here");
+  g->gate->add_option("--ref-tier", g->tier, "reference tier (default: the suite's, else dd)");
+  g->gate->add_option("--save-failures", g->save_failures, "write inputs, reference and outputs of failing rows here");
+  g->gate->add_flag("--no-time", g->no_time, "judge precision only");
+  g->gate->add_option("--threads", g->threads, "worker threads (default: all cores)");
+
+  g->bench = app.add_subcommand("bench", "throughput of candidates (precision verified first, in the same run)");
+  g->bench->add_option("--candidate", g->b_candidates, "comma-separated candidates")->required();
+  g->bench->add_option("--case", g->b_case, "a case string");
+  g->bench->add_option("--suite", g->b_suite, "a named suite");
+  g->bench->add_option("--max-time", g->b_max_time, "time budget per case, seconds")->capture_default_str();
+  g->bench->add_option("--json", g->b_json, "write Google Benchmark JSON (readable by its tools/compare.py)");
+  g->bench->add_option("--ref-tier", g->b_tier, "reference tier of the precision check");
+
+  g->machine = app.add_subcommand("machine", "this machine's FMA peaks, memory bandwidth and caches (cached in results/machine.json)");
+  g->machine->add_flag("--json", g->m_json, "print JSON");
+  g->machine->add_flag("--remeasure", g->m_remeasure, "measure again even when the cache matches this machine");
+  return g;
+}
+
+int run_gate_commands(GateCommands& g, const std::string& command_line) {
+  if (*g.gate) return cmd_gate(g, command_line);
+  if (*g.bench) return cmd_bench(g, command_line);
+  if (*g.machine) return cmd_machine(g);
+  return -1;
+}
+
+}  // namespace dg

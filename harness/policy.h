@@ -1,0 +1,44 @@
+// The merge policy: the rules `driftgate gate` applies to a base and a patch, read from TOML
+// (policies/default.toml documents every rule; a policy file may set any subset of its keys).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/dtype.h"
+
+namespace dg {
+
+struct Policy {
+  // precision
+  double slack = 0.5;
+  double naive_factor = 2.0;
+  double floor_ulps = 1.0;
+  std::vector<std::string> metrics = {"rms", "max_abs"};
+  double drift_margin = 0.15;
+  int64_t drift_min_positions = 1024;
+  std::map<std::string, double> min_bits;          // by output format name
+  std::map<std::string, std::string> naive;        // "op.format" -> candidate
+  // throughput
+  double confidence = 0.95;
+  double min_effect = 0.03;
+  double max_time_s = 20;
+  double target_halfwidth = 0.02;
+  double claim_tolerance = 0.02;
+
+  std::string source;   // where it was read from
+
+  double min_bits_for(DType format) const;
+  // The naive same-precision candidate of an op in a format; empty when the policy names none.
+  std::string naive_for(const std::string& op, DType format) const;
+};
+
+// The built-in default (policies/default.toml compiled in).
+Policy default_policy();
+// Reads a policy file over the default; unknown keys, wrong types and bad values throw InputError
+// naming the file and the key.
+Policy read_policy(const std::string& path);
+Policy parse_policy(const std::string& toml_text, const std::string& source);
+
+}  // namespace dg

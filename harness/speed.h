@@ -1,0 +1,36 @@
+// Throughput rows: timing samples (harness/bench_runner.h) turned into medians with intervals,
+// GB/s, GFLOP/s and % of this machine's limit (harness/machine.h), and the base/patch speedup of
+// the gate with its verdict (harness/stats.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/bench_runner.h"
+#include "harness/gate.h"
+#include "harness/machine.h"
+#include "harness/policy.h"
+
+namespace dg {
+
+struct Throughput {
+  double median_s = 0, lo_s = 0, hi_s = 0;   // median time per call and its 95% bootstrap interval
+  double noise = 0;                          // relative noise (1.4826 MAD / median)
+  int samples = 0;
+  double gflops = 0, gbs = 0;
+  // The op's physical floor on this machine: max(bytes / all-core triad bandwidth, flops / all-core
+  // f32 FMA peak). pct_of_limit = floor / median; a median below the floor is impossible for honest
+  // work and makes the row INVALID.
+  double floor_s = 0, pct_of_limit = 0;
+  bool below_physical_bound = false;
+};
+
+Throughput throughput_of(const std::vector<double>& seconds, const Case& c, const MachineLimits& m);
+
+// Times base and patch interleaved on one case within the policy's time budget, stopping early
+// once the speedup interval is narrow enough; fills the gate's SpeedRow (timed outputs that differ
+// from an untimed re-run are reported in `inconsistent`, which speed_checks turns into a failure).
+SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
+                       const MachineLimits& m);
+
+}  // namespace dg

@@ -1,0 +1,214 @@
+// Tests for harness/machine: the JSON round trip and its error messages, the cache file's hit and
+// miss behaviour on a temporary path, and the sanity of a quick measurement (no timing targets:
+// this machine is shared, so only orderings that hold with a wide margin are checked).
+#include "harness/machine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace dg {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kQuickBudget = 0.1;   // seconds: enough for sane figures, not for good ones
+
+MachineLimits fake_limits() {
+  MachineLimits m;
+  m.cpu = this_cpu_model();
+  m.cores = this_machine_cores();
+  m.f32_fma_gflops_core = 12345.5;
+  m.f32_fma_gflops_all = 24691.0;
+  m.f64_fma_gflops_core = 6172.75;
+  m.f64_fma_gflops_all = 12345.5;
+  m.stream_triad_gbs_core = 17.25;
+  m.stream_triad_gbs_all = 31.5;
+  m.l1d_bytes = 48 << 10;
+  m.l2_bytes = 2 << 20;
+  m.l3_bytes = int64_t{480} << 20;
+  m.measured_at = "2026-01-02T03:04:05Z";
+  return m;
+}
+
+void expect_same(const MachineLimits& a, const MachineLimits& b) {
+  EXPECT_EQ(a.cpu, b.cpu);
+  EXPECT_EQ(a.cores, b.cores);
+  EXPECT_EQ(a.f32_fma_gflops_core, b.f32_fma_gflops_core);
+  EXPECT_EQ(a.f32_fma_gflops_all, b.f32_fma_gflops_all);
+  EXPECT_EQ(a.f64_fma_gflops_core, b.f64_fma_gflops_core);
+  EXPECT_EQ(a.f64_fma_gflops_all, b.f64_fma_gflops_all);
+  EXPECT_EQ(a.stream_triad_gbs_core, b.stream_triad_gbs_core);
+  EXPECT_EQ(a.stream_triad_gbs_all, b.stream_triad_gbs_all);
+  EXPECT_EQ(a.l1d_bytes, b.l1d_bytes);
+  EXPECT_EQ(a.l2_bytes, b.l2_bytes);
+  EXPECT_EQ(a.l3_bytes, b.l3_bytes);
+  EXPECT_EQ(a.measured_at, b.measured_at);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::trunc);
+  f << text;
+}
+
+// A fresh folder per test, removed afterwards.
+class MachineCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("driftgate_machine_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST(MachineJson, RoundTrip) {
+  const MachineLimits m = fake_limits();
+  const nlohmann::json j = to_json(m);
+  EXPECT_EQ(j.at("schema_version"), 1);
+  expect_same(machine_from_json(j), m);
+  expect_same(machine_from_json(nlohmann::json::parse(j.dump(2))), m);
+}
+
+TEST(MachineJson, MissingOrMistypedFieldIsNamed) {
+  nlohmann::json j = to_json(fake_limits());
+  j.erase("l2_bytes");
+  try {
+    machine_from_json(j);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("l2_bytes"), std::string::npos) << e.what();
+  }
+  nlohmann::json k = to_json(fake_limits());
+  k["stream_triad_gbs_all"] = "fast";
+  try {
+    machine_from_json(k);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("stream_triad_gbs_all"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(machine_from_json(nlohmann::json::array()), std::runtime_error);
+}
+
+// A stand-in measurement that counts its calls and returns distinct figures each time.
+struct CountingMeasure {
+  int calls = 0;
+  MachineLimits operator()() {
+    ++calls;
+    MachineLimits m = fake_limits();
+    m.f32_fma_gflops_core = 100.0 + calls;
+    m.measured_at = "2026-02-0" + std::to_string(calls) + "T00:00:00Z";
+    return m;
+  }
+};
+
+TEST_F(MachineCache, HitReturnsTheFileWithoutMeasuring) {
+  const fs::path path = dir_ / "machine.json";
+  const MachineLimits fake = fake_limits();
+  write(path, to_json(fake).dump(2));
+  const std::string before = slurp(path);
+  CountingMeasure measure;
+  expect_same(load_or_measure_machine(path.string(), false, std::ref(measure)), fake);
+  EXPECT_EQ(measure.calls, 0);
+  EXPECT_EQ(slurp(path), before);   // untouched
+}
+
+TEST_F(MachineCache, OtherCpuOrCoreCountIsMeasuredAgainAndReplaced) {
+  const fs::path path = dir_ / "machine.json";
+  CountingMeasure measure;
+  MachineLimits other = fake_limits();
+  other.cpu = "Some Other CPU @ 1.00GHz";
+  write(path, to_json(other).dump(2));
+  const MachineLimits m = load_or_measure_machine(path.string(), false, std::ref(measure));
+  EXPECT_EQ(measure.calls, 1);
+  EXPECT_EQ(m.f32_fma_gflops_core, 101.0);
+  expect_same(machine_from_json(nlohmann::json::parse(slurp(path))), m);   // the file holds the new figures
+  expect_same(load_or_measure_machine(path.string(), false, std::ref(measure)), m);   // ... and is now a hit
+  EXPECT_EQ(measure.calls, 1);
+
+  MachineLimits more_cores = fake_limits();
+  more_cores.cores += 1;
+  write(path, to_json(more_cores).dump(2));
+  EXPECT_EQ(load_or_measure_machine(path.string(), false, std::ref(measure)).f32_fma_gflops_core, 102.0);
+  EXPECT_EQ(measure.calls, 2);
+  for (const auto& entry : fs::directory_iterator(dir_))   // no temporary file left behind
+    EXPECT_EQ(entry.path().filename(), "machine.json");
+}
+
+TEST_F(MachineCache, RemeasureIgnoresAValidFile) {
+  const fs::path path = dir_ / "machine.json";
+  write(path, to_json(fake_limits()).dump(2));
+  CountingMeasure measure;
+  const MachineLimits m = load_or_measure_machine(path.string(), true, std::ref(measure));
+  EXPECT_EQ(measure.calls, 1);
+  expect_same(machine_from_json(nlohmann::json::parse(slurp(path))), m);
+}
+
+TEST_F(MachineCache, MissingFolderAndCorruptFile) {
+  const fs::path path = dir_ / "results" / "machine.json";   // the folder does not exist yet
+  CountingMeasure measure;
+  const MachineLimits m = load_or_measure_machine(path.string(), false, std::ref(measure));
+  EXPECT_EQ(measure.calls, 1);
+  ASSERT_TRUE(fs::exists(path));
+  expect_same(machine_from_json(nlohmann::json::parse(slurp(path))), m);
+  for (const char* bad : {"{ not json", "{\"cpu\": \"x\"}", ""}) {
+    write(path, bad);
+    const MachineLimits again = load_or_measure_machine(path.string(), false, std::ref(measure));
+    expect_same(machine_from_json(nlohmann::json::parse(slurp(path))), again);
+  }
+  EXPECT_EQ(measure.calls, 4);
+}
+
+// The real measurement through the cache, once: written, then read back without measuring.
+TEST_F(MachineCache, RealMeasurementRoundTripsThroughTheFile) {
+  const fs::path path = dir_ / "machine.json";
+  const MachineLimits m = load_or_measure_machine(path.string(), false, kQuickBudget);
+  EXPECT_EQ(m.cpu, this_cpu_model());
+  EXPECT_EQ(m.cores, this_machine_cores());
+  expect_same(load_or_measure_machine(path.string(), false, kQuickBudget), m);
+}
+
+TEST(MachineMeasure, QuickMeasurementIsSane) {
+  const MachineLimits m = measure_machine(0.5);
+  RecordProperty("machine", describe_machine(m));
+  std::printf("%s", describe_machine(m).c_str());
+  EXPECT_FALSE(m.cpu.empty());
+  EXPECT_GE(m.cores, 1);
+  EXPECT_FALSE(m.measured_at.empty());
+  for (double v : {m.f32_fma_gflops_core, m.f32_fma_gflops_all, m.f64_fma_gflops_core, m.f64_fma_gflops_all,
+                   m.stream_triad_gbs_core, m.stream_triad_gbs_all}) {
+    EXPECT_GT(v, 0);
+    EXPECT_TRUE(std::isfinite(v));
+  }
+  // All cores at least match one core, within the noise of a shared machine (0.7).
+  EXPECT_GE(m.f32_fma_gflops_all, 0.7 * m.f32_fma_gflops_core);
+  EXPECT_GE(m.f64_fma_gflops_all, 0.7 * m.f64_fma_gflops_core);
+  EXPECT_GE(m.stream_triad_gbs_all, 0.7 * m.stream_triad_gbs_core);
+  // Twice the lanes per vector: f32 peaks well above f64 (2x in theory).
+  EXPECT_GT(m.f32_fma_gflops_core, 1.3 * m.f64_fma_gflops_core);
+  if (fs::exists("/sys/devices/system/cpu/cpu0/cache/index0")) {
+    EXPECT_GT(m.l1d_bytes, 0);
+    EXPECT_GE(m.l2_bytes, m.l1d_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace dg
