@@ -64,6 +64,12 @@ std::vector<Suite> build() {
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)");
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
   v.push_back(gate);
+
+  // kda-selftest: small cases on which `driftgate selftest` proves every canary is caught quickly.
+  v.push_back({"kda-selftest", "two small KDA cases for driftgate selftest (seconds)", {
+                   "kda(T=512,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda(T=1024,H=2,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)",
+               }});
   return v;
 }
 

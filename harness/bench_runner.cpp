@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/guard.h"
 #include "harness/verify.h"
 
 namespace dg {
@@ -39,39 +39,11 @@ uint64_t mix64(uint64_t x) {   // MurmurHash3's finaliser
   return x ^ (x >> 33);
 }
 
-// A 64-bit hash of bytes: four independent multiply-rotate lanes over 32-byte blocks, then the tail
-// and a finaliser. Outputs are compared by hash; two different outputs collide with probability
-// about 2^-64.
-uint64_t hash_bytes(const std::byte* p, size_t n, uint64_t seed) {
-  constexpr uint64_t k1 = 0x87c37b91114253d5ULL, k2 = 0x4cf5ad432745937fULL;
-  uint64_t lane[4] = {seed ^ 0x9e3779b97f4a7c15ULL, seed + k1, seed ^ k2, seed - 0x61c8864680b583ebULL};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int l = 0; l < 4; ++l) {
-      uint64_t w;
-      std::memcpy(&w, p + i + 8 * static_cast<size_t>(l), 8);
-      lane[l] = std::rotl(lane[l] ^ (w * k1), 31) * k2;
-    }
-  uint64_t h = mix64(n) ^ std::rotl(lane[0], 1) ^ std::rotl(lane[1], 7) ^ std::rotl(lane[2], 12) ^ std::rotl(lane[3], 18);
-  for (; i < n; i += 8) {
-    uint64_t w = 0;
-    std::memcpy(&w, p + i, std::min<size_t>(8, n - i));
-    h = std::rotl(h ^ (w * k1), 27) * k2;
-  }
-  return mix64(h);
-}
-
-uint64_t hash_tensor(const Tensor& t) {
-  uint64_t h = mix64(static_cast<uint64_t>(t.dtype()) + 1);
-  for (int64_t d : t.shape()) h = mix64(h ^ static_cast<uint64_t>(d));
-  return t.nbytes() ? hash_bytes(t.bytes(), t.nbytes(), h) : h;
-}
-
 // The identity of a set of input contents: equal hashes, equal bytes (up to a 2^-64 collision).
 uint64_t hash_inputs(const TensorMap& in) {
   uint64_t h = 0x2545f4914f6cdd1dULL;
   for (const auto& [name, t] : in)
-    h = mix64(h ^ hash_tensor(t) ^ hash_bytes(reinterpret_cast<const std::byte*>(name.data()), name.size(), 1));
+    h = mix64(h ^ hash_tensor(t) ^ hash_bytes(name.data(), name.size(), 1));
   return h;
 }
 
@@ -144,12 +116,15 @@ DType output_dtype(const std::string& name, const CandidateInfo& info) {
   return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
 }
 
-// Outputs poisoned: every byte 0xFF is a NaN in every float format here (f64 f32 tf32 bf16 f16
-// e4m3 e5m2); in-out tensors start from zeros, as run_candidate allocates them.
+// Outputs poisoned with the format's quiet NaN (the worker's first poison); in-out tensors start
+// from zeros, as run_candidate allocates them.
 void reset_outputs(TensorMap& out, const std::vector<OutputSpec>& specs) {
   for (const OutputSpec& s : specs) {
     Tensor& t = out.at(s.name);
-    if (t.nbytes()) std::memset(t.bytes(), s.inout ? 0 : 0xFF, t.nbytes());
+    if (s.inout && t.nbytes())
+      std::memset(t.bytes(), 0, t.nbytes());
+    else if (!s.inout)
+      fill_poison(t, Poison::quiet_nan);
   }
 }
 

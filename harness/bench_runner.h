@@ -28,9 +28,9 @@
 // Each slot's contents are hashed after it moves on (not just before a call, which would warm the
 // cache); the hash identifies what every call saw.
 //
-// Outputs rotate through per-candidate slots too: NaN-poisoned (every byte 0xFF, a NaN in every
-// float format; in-out tensors zero-filled as run_candidate allocates them), the poison written right
-// after the previous use, not just before the call. After each call, untimed, its outputs are hashed
+// Outputs rotate through per-candidate slots too: poisoned with the format's quiet NaN (guard.h;
+// in-out tensors zero-filled as run_candidate allocates them), the poison written right after the
+// previous use, not just before the call. After each call, untimed, its outputs are hashed
 // and its inputs checked against their hash. Afterwards, outside timing:
 //   - re-run: up to 8 of a candidate's timed calls, on distinct slots, run again untimed on a fresh
 //     copy (new address) of the inputs that call saw; their outputs must equal the timed call's

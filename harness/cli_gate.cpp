@@ -1,11 +1,13 @@
 #include "harness/cli_gate.h"
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/exec_candidate.h"
 #include "harness/gate_run.h"
 #include "harness/report.h"
 #include "harness/speed.h"
@@ -26,6 +28,15 @@ struct GateCommands {
   CLI::App* bench = nullptr;
   std::string b_candidates, b_case, b_suite, b_json, b_tier;
   double b_max_time = 10;
+  // selftest
+  CLI::App* selftest = nullptr;
+  std::string s_suite = "kda-gate-quick", s_base = "kda_cpu_recurrent_f32";
+  double s_timeout = 10;
+  // calibrate
+  CLI::App* calibrate = nullptr;
+  std::string c_candidate, c_case = "kda(T=4096,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)";
+  int c_trials = 20;
+  double c_slowdown = 0.05, c_max_time = 10;
   // machine
   CLI::App* machine = nullptr;
   bool m_json = false, m_remeasure = false;
@@ -88,6 +99,8 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
   opt.command = cmdline;
+  opt.worker_args = outside_candidate_args();
+  if (g.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(g.threads)});
   MachineLimits machine;
   if (opt.time) {
     machine = load_or_measure_machine(g.machine_file, false);
@@ -159,6 +172,115 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   return failed ? 1 : 0;
 }
 
+// Every canary (null and cheating candidate) of the suite's op, gated against an honest base on
+// every case of the suite: each must be rejected on every case.
+int cmd_selftest(GateCommands& g, const std::string& cmdline) {
+  const Candidate& base = need_candidate(g.s_base);
+  std::vector<Case> cases = cases_of(g.s_suite, {}, "selftest");
+  Policy policy = default_policy();
+  policy.max_time_s = 3;            // the timing cheats are caught by rules, not by a fine interval
+  policy.target_halfwidth = 0.05;
+  MachineLimits machine = load_or_measure_machine(g.machine_file, false);
+  GateOptions opt;
+  opt.tier = tier_of("", g.s_suite);
+  opt.command = cmdline;
+  opt.wall_seconds = g.s_timeout;
+  opt.memory_bytes = int64_t{2} << 30;
+  opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
+    return measure_speed(b, p, c, pol, machine);
+  };
+  int missed = 0, canaries = 0;
+  for (const Candidate* k : all_candidates()) {
+    if (!is_canary(k->info()) || k->info().op != base.info().op) continue;
+    ++canaries;
+    GateReport rep = run_gate(base, *k, cases, policy, opt);
+    int caught = 0;
+    std::string why;
+    for (const GateRow& r : rep.rows) {
+      if (r.verdict == Verdict::REJECT) ++caught;
+      for (const Check& c : r.checks) {
+        if (c.passed) continue;
+        // "patch" carries the worker's finding ("INVALID: rule alias: ..."): show its first words.
+        std::string tag = c.name == "patch" ? c.detail.substr(0, c.detail.find(':', c.detail.find(':') + 1)) : c.name;
+        if (why.find(tag) == std::string::npos) why += (why.empty() ? "" : ", ") + tag;
+      }
+    }
+    bool ok = caught == static_cast<int>(rep.rows.size());
+    if (!ok) ++missed;
+    std::cout << fmt::format("{:<26} {:<12} rejected on {}/{} cases  by: {}\n", k->name(), ok ? "CAUGHT" : "NOT CAUGHT",
+                             caught, rep.rows.size(), why.empty() ? "-" : why);
+  }
+  std::cout << fmt::format("{} of {} canaries caught on suite {}\n", canaries - missed, canaries, g.s_suite);
+  return missed == 0 && canaries > 0 ? 0 : 1;
+}
+
+// A candidate wrapped to take `extra` more seconds per call: the wrapped run, then a spin on the
+// steady clock (calibrated extra work that costs time and nothing else).
+const Candidate& slowed(const Candidate& a, const std::string& name, double* extra_s) {
+  if (const Candidate* c = find_candidate(name)) return *c;
+  CandidateInfo info = a.info();
+  info.name = name;
+  info.doc = "calibration wrapper of " + a.name();
+  info.algorithm = "cheat";   // never part of a default candidate set
+  register_candidate(info, [&a, extra_s](const Case& c, const TensorMap& in, TensorMap& out) {
+    a.run(c, in, out);
+    if (*extra_s <= 0) return;
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(*extra_s);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  });
+  return *find_candidate(name);
+}
+
+// The gate's speed rule judged on itself: A against A (every FASTER/SLOWER is a false alarm) and A
+// against A slowed by a known fraction (SLOWER is a detection), with compare.py's Mann-Whitney rule
+// (p < 0.05, two-sided) computed on the same samples for comparison.
+int cmd_calibrate(GateCommands& g) {
+  const Candidate& a = need_candidate(g.c_candidate);
+  Case c = parse_case(g.c_case);
+  if (c.op() != a.info().op) throw InputError(fmt::format("calibrate: {} does not implement {}", a.name(), c.op()));
+  if (g.c_trials < 1) throw InputError("calibrate: --trials must be >= 1");
+  Policy policy = default_policy();
+  policy.max_time_s = g.c_max_time;
+  MachineLimits machine = load_or_measure_machine(g.machine_file, false);
+  // The same kernel under another name (no extra work), and the slowed one.
+  static double zero = 0, extra = 0;
+  const Candidate& twin = slowed(a, a.name() + "_twin", &zero);
+  const Candidate& slow = slowed(a, a.name() + "_slowed", &extra);
+  BenchOptions probe;
+  probe.max_time_s = 2;
+  std::vector<BenchSamples> s0 = time_candidates({&a}, c, probe);
+  extra = g.c_slowdown * median(s0[0].seconds);
+  std::cout << fmt::format("{} on {}: median {:.3f} ms; slowed copy adds {:.3f} ms ({:.0f}%)\n", a.name(), c.str(),
+                           1e3 * median(s0[0].seconds), 1e3 * extra, 100 * g.c_slowdown);
+  int fa = 0, fa_mw = 0, det = 0, det_mw = 0;
+  double worst_s = 0;
+  for (int t = 0; t < g.c_trials; ++t) {
+    for (int slowed_trial = 0; slowed_trial < 2; ++slowed_trial) {
+      auto t0 = std::chrono::steady_clock::now();
+      SpeedRow r = measure_speed(a, slowed_trial ? slow : twin, c, policy, machine);
+      worst_s = std::max(worst_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      bool mw = r.mann_whitney_p < 0.05;
+      if (!slowed_trial) {
+        fa += r.verdict == "FASTER" || r.verdict == "SLOWER";
+        fa_mw += mw;
+      } else {
+        det += r.verdict == "SLOWER";
+        det_mw += mw && r.estimate < 1;
+      }
+    }
+    std::cerr << fmt::format("[{}/{}] false alarms {} (Mann-Whitney {}), detections {} (Mann-Whitney {})\n", t + 1,
+                             g.c_trials, fa, fa_mw, det, det_mw);
+  }
+  double n = g.c_trials;
+  std::cout << fmt::format("{:<34} {:>12} {:>14}\n", "", "driftgate", "Mann-Whitney");
+  std::cout << fmt::format("{:<34} {:>11.1f}% {:>13.1f}%\n", "false alarms (A vs A)", 100 * fa / n, 100 * fa_mw / n);
+  std::cout << fmt::format("{:<34} {:>11.1f}% {:>13.1f}%\n",
+                           fmt::format("detections ({:.0f}% slowdown)", 100 * g.c_slowdown), 100 * det / n, 100 * det_mw / n);
+  std::cout << fmt::format("trials {}, slowest comparison {:.1f} s (budget {:.0f} s)\n", g.c_trials, worst_s, g.c_max_time);
+  return 0;
+}
+
 int cmd_machine(GateCommands& g) {
   MachineLimits m = load_or_measure_machine(g.machine_file, g.m_remeasure);
   std::cout << (g.m_json ? to_json(m).dump(2) + "\n" : describe_machine(m));
@@ -190,6 +312,18 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->bench->add_option("--json", g->b_json, "write Google Benchmark JSON (readable by its tools/compare.py)");
   g->bench->add_option("--ref-tier", g->b_tier, "reference tier of the precision check");
 
+  g->selftest = app.add_subcommand("selftest", "every null and cheating candidate must be rejected; exit 0 only then");
+  g->selftest->add_option("--suite", g->s_suite, "the suite to gate them on")->capture_default_str();
+  g->selftest->add_option("--base", g->s_base, "the honest base")->capture_default_str();
+  g->selftest->add_option("--timeout", g->s_timeout, "wall limit per worker run, seconds")->capture_default_str();
+
+  g->calibrate = app.add_subcommand("calibrate", "false-alarm and detection rates of the speed verdict on this machine");
+  g->calibrate->add_option("--candidate", g->c_candidate, "the candidate to compare with itself")->required();
+  g->calibrate->add_option("--case", g->c_case, "the case to time")->capture_default_str();
+  g->calibrate->add_option("--trials", g->c_trials, "comparisons of each kind")->capture_default_str();
+  g->calibrate->add_option("--slowdown", g->c_slowdown, "the known slowdown to detect (0.05 = 5%)")->capture_default_str();
+  g->calibrate->add_option("--max-time", g->c_max_time, "time budget per comparison, seconds")->capture_default_str();
+
   g->machine = app.add_subcommand("machine", "this machine's FMA peaks, memory bandwidth and caches (cached in results/machine.json)");
   g->machine->add_flag("--json", g->m_json, "print JSON");
   g->machine->add_flag("--remeasure", g->m_remeasure, "measure again even when the cache matches this machine");
@@ -200,6 +334,8 @@ int run_gate_commands(GateCommands& g, const std::string& command_line) {
   if (*g.gate) return cmd_gate(g, command_line);
   if (*g.bench) return cmd_bench(g, command_line);
   if (*g.machine) return cmd_machine(g);
+  if (*g.selftest) return cmd_selftest(g, command_line);
+  if (*g.calibrate) return cmd_calibrate(g);
   return -1;
 }
 

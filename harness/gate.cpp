@@ -156,7 +156,7 @@ std::string gate_markdown(const GateReport& r) {
     const OutputResult* po = find_output(g.patch, "o");
     std::string bb = bo ? fmt::format("{:.1f}", bo->metrics.bits) : "-";
     std::string pb = po ? fmt::format("{:.1f}", po->metrics.bits) : "-";
-    std::string db = bo && po ? fmt::format("{:+.1f}", po->metrics.bits - bo->metrics.bits) : "-";
+    std::string db = bo && po ? fmt::format("{:+.1f}", po->metrics.bits - bo->metrics.bits + 0.0) : "-";
     std::string ulp_s = po ? fmt::format("{:.3g}", po->metrics.ulp_max) : "-";
     std::string drift = bo && po && bo->drift && po->drift
                             ? fmt::format("{:.2f} / {:.2f}", bo->drift->growth_exponent, po->drift->growth_exponent)

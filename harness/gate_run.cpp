@@ -38,6 +38,11 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     vo.tier = opt.tier;
     vo.save_failures_dir = opt.save_failures_dir;
     vo.min_bits = 0;   // the policy judges, not the verify floor
+    vo.isolate = opt.isolate;
+    vo.worker_runs = 2;
+    vo.worker_args = opt.worker_args;
+    vo.wall_seconds = opt.wall_seconds;
+    vo.memory_bytes = opt.memory_bytes;
     std::vector<Record> recs = verify_case(c, cands, vo);
     row.base = recs[0];
     row.patch = recs[1];

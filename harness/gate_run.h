@@ -19,6 +19,10 @@ struct GateOptions {
   std::string save_failures_dir;     // inputs, reference and outputs of every rejected case
   bool time = true;                  // measure throughput (false: precision only)
   std::string command;               // for the JSON context and reproduce lines
+  bool isolate = true;               // candidates' precision runs in worker processes, two poisons each
+  double wall_seconds = 600;         // worker limits
+  int64_t memory_bytes = int64_t{8} << 30;
+  std::vector<std::string> worker_args;   // forwarded to workers (--plugin, --exec, --threads)
   // Times base and patch on a case and fills a SpeedRow; set by the CLI (Google Benchmark timing).
   std::function<SpeedRow(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p)> time_case;
 };

@@ -31,7 +31,7 @@ std::string cpu_model() {
 
 // JSON has no Inf/NaN: non-finite numbers become strings.
 nlohmann::json num(double x) {
-  if (std::isfinite(x)) return x;
+  if (std::isfinite(x)) return x + 0.0;   // no -0
   return std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf");
 }
 
@@ -124,8 +124,8 @@ std::string drift_table(const std::vector<Record>& records) {
                               : std::string(disposition_name(r.disposition));
     if (o)
       s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7.3f} {:>6.1f} {:>8} {:>8.3f}  {}\n", r.candidate,
-                       o->metrics.bits, o->metrics.ulp_max, o->metrics.rms_ratio,
-                       o->drift ? o->drift->growth_exponent : 0.0, ht ? ht->metrics.bits : 0.0, ref_bits, r.seconds,
+                       o->metrics.bits + 0.0, o->metrics.ulp_max, o->metrics.rms_ratio,
+                       o->drift ? o->drift->growth_exponent : 0.0, ht ? ht->metrics.bits + 0.0 : 0.0, ref_bits, r.seconds,
                        verdict);
     else
       s += fmt::format("  {:<24} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, "-", "-", "-", "-",
