@@ -128,6 +128,9 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);
   VerifyOptions vo;
   vo.tier = tier_of(g.b_tier, g.b_suite);
+  vo.isolate = true;
+  vo.worker_runs = 2;
+  vo.worker_args = outside_candidate_args();
   nlohmann::json all = nlohmann::json::object();
   int failed = 0;
   std::cout << fmt::format("{:<26} {:>11} {:>23} {:>7} {:>8} {:>8} {:>7} {:>8}  {}\n", "candidate", "median", "95% interval",

@@ -173,3 +173,74 @@ TEST(Cli, BadStoredInputsExitTwo) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+const std::string kGateCase = "kda(T=512,H=2,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)";
+
+TEST(CliGate, ChunkF32MergesAndWritesTheVerdictFiles) {
+  std::string out = tmp("gate_merge");
+  std::string policy = tmp("quick.toml");
+  std::ofstream(policy) << "[throughput]\nmax_time_s = 2\n";
+  Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kGateCase + "' --policy " +
+                 policy + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# driftgate gate: MERGE"));
+  nlohmann::json j = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  EXPECT_EQ(j["verdict"], "MERGE");
+  EXPECT_EQ(j["schema_version"], 1);
+  ASSERT_FALSE(j["rows"][0]["speed"].is_null());
+  EXPECT_GT(j["rows"][0]["speed"]["speedup"].get<double>(), 0.0);
+  EXPECT_THAT(slurp(out + "/verdict.md"), HasSubstr("| case | base bits | patch bits |"));
+  EXPECT_THAT(slurp(out + "/junit.xml"), HasSubstr("failures=\"0\""));
+}
+
+TEST(CliGate, Bf16PatchIsRejectedOnPrecisionAndNotTimed) {
+  std::string out = tmp("gate_reject");
+  Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 --case '" + kGateCase + "' --out " + out);
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("REJECT"));
+  EXPECT_THAT(r.out, HasSubstr("not timed"));
+  EXPECT_THAT(r.out, HasSubstr("precision.o.rms"));
+  nlohmann::json j = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  EXPECT_TRUE(j["rows"][0]["speed"].is_null());
+  EXPECT_THAT(slurp(out + "/junit.xml"), HasSubstr("<failure"));
+}
+
+TEST(CliGate, BadUsageExitsTwo) {
+  std::string policy = tmp("bad.toml");
+  std::ofstream(policy) << "[precision]\nslak = 1\n";
+  Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kGateCase + "' --policy " + policy);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown key 'precision.slak'"));
+  EXPECT_EQ(run("gate --base nope --patch kda_cpu_chunk_f32 --case '" + kGateCase + "'").rc, 2);
+  EXPECT_EQ(run("gate --base kda_cpu_recurrent_f32 --patch kda_decode_cpu_f32 --case '" + kGateCase + "'").rc, 2);
+  EXPECT_EQ(run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32").rc, 2);
+}
+
+// Every null and cheating candidate is caught: the gate's rules each have a kernel that breaks them.
+TEST(CliGate, SelftestCatchesEveryCanary) {
+  Result r = run("selftest --suite kda-selftest --timeout 5");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("NOT CAUGHT")));
+  for (const char* c : {"kda_null_zeros_f32", "kda_null_copy_f32", "kda_null_ref_f16", "kda_null_noise_f32",
+                        "kda_cheat_segfault", "kda_cheat_hang", "kda_cheat_oom", "kda_cheat_mutate_input",
+                        "kda_cheat_guard_write", "kda_cheat_uninit", "kda_cheat_stale", "kda_cheat_alias",
+                        "kda_cheat_cache", "kda_cheat_skip"})
+    EXPECT_THAT(r.out, HasSubstr(c));
+  EXPECT_THAT(r.out, HasSubstr("16 of 16 canaries caught"));
+}
+
+TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
+  std::string json = tmp("bench.json");
+  Result r = run("bench --candidate kda_cpu_chunk_f32,kda_null_zeros_f32 --case '" + kGateCase + "' --max-time 1 --json " + json);
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;   // the null candidate failed precision
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_null_zeros_f32 +not timed: INCORRECT"));
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  ASSERT_FALSE(j["benchmarks"].empty());
+  for (const auto& b : j["benchmarks"]) EXPECT_THAT(b["name"].get<std::string>(), HasSubstr("kda_cpu_chunk_f32/"));
+}
+
+}  // namespace
+}  // namespace dg
