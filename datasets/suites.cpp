@@ -86,4 +86,29 @@ const Suite* find_suite(std::string_view name) {
   return nullptr;
 }
 
+std::vector<Case> resolve_cases(const std::string& suite_name, const std::vector<std::string>& case_strs, const char* verb) {
+  if (suite_name.empty() == case_strs.empty())
+    throw InputError(fmt::format("{}: give exactly one of --case or --suite", verb));
+  std::vector<Case> cases;
+  if (!suite_name.empty()) {
+    const Suite* s = find_suite(suite_name);
+    if (!s) {
+      std::string known;
+      for (const Suite& k : all_suites()) known += (known.empty() ? "" : ", ") + k.name;
+      throw InputError(fmt::format("unknown suite '{}' (suites: {})", suite_name, known));
+    }
+    for (const std::string& cs : s->cases) cases.push_back(parse_case(cs));
+  }
+  for (const std::string& cs : case_strs) cases.push_back(parse_case(cs));
+  return cases;
+}
+
+Tier resolve_tier(const std::string& asked, const std::string& suite_name) {
+  const Suite* suite = suite_name.empty() ? nullptr : find_suite(suite_name);
+  std::string name = !asked.empty() ? asked : suite && !suite->tier.empty() ? suite->tier : "dd";
+  auto t = parse_tier(name);
+  if (!t) throw InputError(fmt::format("unknown reference tier '{}' (tiers: f64, dd, mpfr127, mpfr256, f128)", name));
+  return *t;
+}
+
 }  // namespace dg

@@ -45,55 +45,20 @@ struct GateCommands {
 
 namespace {
 
-const Candidate& need_candidate(const std::string& name) {
-  const Candidate* c = find_candidate(name);
-  if (!c) {
-    std::string known;
-    for (const Candidate* k : all_candidates()) known += (known.empty() ? "" : ", ") + k->name();
-    throw InputError(fmt::format("unknown candidate '{}' (candidates: {})", name, known));
-  }
-  return *c;
-}
-
-std::vector<Case> cases_of(const std::string& suite_name, const std::vector<std::string>& case_strs, const char* verb) {
-  if (suite_name.empty() == case_strs.empty())
-    throw InputError(fmt::format("{}: give --suite or --case (not both)", verb));
-  std::vector<Case> cases;
-  if (!suite_name.empty()) {
-    const Suite* s = find_suite(suite_name);
-    if (!s) {
-      std::string known;
-      for (const Suite& k : all_suites()) known += (known.empty() ? "" : ", ") + k.name;
-      throw InputError(fmt::format("unknown suite '{}' (suites: {})", suite_name, known));
-    }
-    for (const std::string& cs : s->cases) cases.push_back(parse_case(cs));
-  }
-  for (const std::string& cs : case_strs) cases.push_back(parse_case(cs));
-  return cases;
-}
-
-Tier tier_of(const std::string& s, const std::string& suite_name) {
-  const Suite* suite = suite_name.empty() ? nullptr : find_suite(suite_name);
-  std::string name = !s.empty() ? s : suite && !suite->tier.empty() ? suite->tier : "dd";
-  auto t = parse_tier(name);
-  if (!t) throw InputError(fmt::format("unknown reference tier '{}' (tiers: f64, dd, mpfr127, mpfr256, f128)", name));
-  return *t;
-}
-
 int cmd_gate(GateCommands& g, const std::string& cmdline) {
   set_num_threads(g.threads);
-  const Candidate& base = need_candidate(g.base);
-  const Candidate& patch = need_candidate(g.patch);
+  const Candidate& base = require_candidate(g.base);
+  const Candidate& patch = require_candidate(g.patch);
   if (base.info().op != patch.info().op)
     throw InputError(fmt::format("base {} implements {}, patch {} implements {}", base.name(), base.info().op,
                                  patch.name(), patch.info().op));
-  std::vector<Case> cases = cases_of(g.suite, g.cases, "gate");
+  std::vector<Case> cases = resolve_cases(g.suite, g.cases, "gate");
   for (const Case& c : cases)
     if (c.op() != base.info().op)
       throw InputError(fmt::format("case {} is not of op {}", c.str(), base.info().op));
   Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
   GateOptions opt;
-  opt.tier = tier_of(g.tier, g.suite);
+  opt.tier = resolve_tier(g.tier, g.suite);
   if (g.claim > 0) opt.claim = g.claim;
   opt.out_dir = g.out;
   opt.save_failures_dir = g.save_failures;
@@ -115,19 +80,19 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
 }
 
 int cmd_bench(GateCommands& g, const std::string& cmdline) {
-  std::vector<Case> cases = cases_of(g.b_suite, g.b_case.empty() ? std::vector<std::string>{} : std::vector<std::string>{g.b_case}, "bench");
+  std::vector<Case> cases = resolve_cases(g.b_suite, g.b_case.empty() ? std::vector<std::string>{} : std::vector<std::string>{g.b_case}, "bench");
   std::vector<const Candidate*> cands;
   std::string list = g.b_candidates;
   for (size_t start = 0; start < list.size();) {
     size_t end = list.find(',', start);
     if (end == std::string::npos) end = list.size();
-    if (end > start) cands.push_back(&need_candidate(list.substr(start, end - start)));
+    if (end > start) cands.push_back(&require_candidate(list.substr(start, end - start)));
     start = end + 1;
   }
   if (cands.empty()) throw InputError("bench: give --candidate A[,B...]");
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);
   VerifyOptions vo;
-  vo.tier = tier_of(g.b_tier, g.b_suite);
+  vo.tier = resolve_tier(g.b_tier, g.b_suite);
   vo.isolate = true;
   vo.worker_runs = 2;
   vo.worker_args = outside_candidate_args();
@@ -178,14 +143,14 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
 // Every canary (null and cheating candidate) of the suite's op, gated against an honest base on
 // every case of the suite: each must be rejected on every case.
 int cmd_selftest(GateCommands& g, const std::string& cmdline) {
-  const Candidate& base = need_candidate(g.s_base);
-  std::vector<Case> cases = cases_of(g.s_suite, {}, "selftest");
+  const Candidate& base = require_candidate(g.s_base);
+  std::vector<Case> cases = resolve_cases(g.s_suite, {}, "selftest");
   Policy policy = default_policy();
   policy.max_time_s = 3;            // the timing cheats are caught by rules, not by a fine interval
   policy.target_halfwidth = 0.05;
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);
   GateOptions opt;
-  opt.tier = tier_of("", g.s_suite);
+  opt.tier = resolve_tier("", g.s_suite);
   opt.command = cmdline;
   opt.wall_seconds = g.s_timeout;
   opt.memory_bytes = int64_t{2} << 30;
@@ -239,7 +204,7 @@ const Candidate& slowed(const Candidate& a, const std::string& name, double* ext
 // against A slowed by a known fraction (SLOWER is a detection), with compare.py's Mann-Whitney rule
 // (p < 0.05, two-sided) computed on the same samples for comparison.
 int cmd_calibrate(GateCommands& g) {
-  const Candidate& a = need_candidate(g.c_candidate);
+  const Candidate& a = require_candidate(g.c_candidate);
   Case c = parse_case(g.c_case);
   if (c.op() != a.info().op) throw InputError(fmt::format("calibrate: {} does not implement {}", a.name(), c.op()));
   if (g.c_trials < 1) throw InputError("calibrate: --trials must be >= 1");

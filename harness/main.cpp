@@ -33,22 +33,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-Tier tier_arg(const std::string& s) {
-  auto t = parse_tier(s);
-  if (!t) throw InputError(fmt::format("unknown reference tier '{}' (tiers: f64, dd, mpfr127, mpfr256, f128)", s));
-  return *t;
-}
-
-const Candidate& candidate_arg(const std::string& name) {
-  const Candidate* c = find_candidate(name);
-  if (!c) {
-    std::string known;
-    for (const Candidate* k : all_candidates()) known += (known.empty() ? "" : ", ") + k->name();
-    throw InputError(fmt::format("unknown candidate '{}' (candidates: {})", name, known));
-  }
-  return *c;
-}
-
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -104,11 +88,8 @@ struct VerifyArgs {
 };
 
 int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
-  if (a.case_str.empty() == a.suite.empty()) throw InputError("verify: give exactly one of --case or --suite");
   VerifyOptions opt;
-  // Tier: --ref-tier, else the suite's own, else dd (the default oracle for f32 candidates).
-  const Suite* suite = a.suite.empty() ? nullptr : find_suite(a.suite);
-  opt.tier = tier_arg(!a.tier.empty() ? a.tier : suite && !suite->tier.empty() ? suite->tier : "dd");
+  opt.tier = resolve_tier(a.tier, a.suite);
   opt.certify = a.certify;
   opt.save_failures_dir = a.save_failures;
   if (a.min_bits >= 0) opt.min_bits = a.min_bits;
@@ -120,20 +101,10 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   set_num_threads(a.threads);
 
   // Everything that can be wrong with the input is checked before anything is measured.
-  std::vector<Case> cases;
-  if (!a.suite.empty()) {
-    const Suite* s = find_suite(a.suite);
-    if (!s) {
-      std::string known;
-      for (const Suite& k : all_suites()) known += (known.empty() ? "" : ", ") + k.name;
-      throw InputError(fmt::format("unknown suite '{}' (suites: {})", a.suite, known));
-    }
-    for (const std::string& cs : s->cases) cases.push_back(parse_case(cs));
-  } else {
-    cases.push_back(parse_case(a.case_str));
-  }
+  std::vector<Case> cases =
+      resolve_cases(a.suite, a.case_str.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.case_str}, "verify");
   std::vector<const Candidate*> cands;
-  for (const std::string& n : split(a.candidates, ',')) cands.push_back(&candidate_arg(n));
+  for (const std::string& n : split(a.candidates, ',')) cands.push_back(&require_candidate(n));
   std::optional<TensorMap> stored;
   if (!a.inputs.empty()) {
     if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
@@ -175,7 +146,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
 // --- export / run -------------------------------------------------------------------------------
 int cmd_export(const std::string& case_str, const std::string& tier_s, const std::string& out, bool certify) {
   Case c = parse_case(case_str);
-  Tier tier = tier_arg(tier_s);
+  Tier tier = resolve_tier(tier_s, "");
   const OpSpec* op = find_op(c.op());
   TensorMap in = generate_inputs(c);
   op->check_inputs(c, in);
@@ -206,7 +177,7 @@ int cmd_export(const std::string& case_str, const std::string& tier_s, const std
 
 int cmd_run(const std::string& cand_name, const std::string& in_path, const std::string& out_path,
             const std::string& case_arg) {
-  const Candidate& cand = candidate_arg(cand_name);
+  const Candidate& cand = require_candidate(cand_name);
   SafetensorsFile f = read_safetensors(in_path);
   std::string cs = !case_arg.empty() ? case_arg : (f.metadata.count("case") ? f.metadata.at("case") : "");
   if (cs.empty()) throw InputError(fmt::format("{}: no 'case' in __metadata__; pass --case", in_path));

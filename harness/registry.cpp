@@ -70,6 +70,13 @@ const Candidate* find_candidate(std::string_view name) {
   return nullptr;
 }
 
+const Candidate& require_candidate(std::string_view name) {
+  if (const Candidate* c = find_candidate(name)) return *c;
+  std::string known;
+  for (const Candidate* k : all_candidates()) known += (known.empty() ? "" : ", ") + k->name();
+  throw InputError("unknown candidate '" + std::string(name) + "' (candidates: " + known + ")");
+}
+
 std::vector<const Candidate*> all_candidates() {
   std::vector<const Candidate*> v;
   for (const Candidate& c : candidates()) v.push_back(&c);

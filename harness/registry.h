@@ -118,6 +118,8 @@ class Candidate {
 
 void register_candidate(CandidateInfo info, RunFn run);
 const Candidate* find_candidate(std::string_view name);   // nullptr when unknown
+// The candidate, or an InputError naming it and listing the known ones.
+const Candidate& require_candidate(std::string_view name);
 std::vector<const Candidate*> all_candidates();
 
 // Static-init registration, one statement beside the definition:

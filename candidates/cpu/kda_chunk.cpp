@@ -37,6 +37,9 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
@@ -46,6 +49,24 @@
 namespace dg {
 namespace kda_cpu {
 namespace {
+
+// Subnormal f32 values are flushed to zero (FTZ) and read as zero (DAZ) while a chunk pair runs,
+// as the production GPU kernels do (ex2.approx.ftz): chunk-local decays exp(Gamma_i - Gamma_j) of
+// strongly decaying gates land in the subnormal range, where x86 arithmetic is tens of times
+// slower, and their contribution (below 2^-126 relative) is far below f32 rounding of the outputs.
+// The caller's MXCSR is restored afterwards.
+class FlushSubnormals {
+ public:
+#if defined(__x86_64__)
+  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }   // FTZ (bit 15) | DAZ (bit 6)
+  ~FlushSubnormals() { _mm_setcsr(saved_); }
+  FlushSubnormals(const FlushSubnormals&) = delete;
+  FlushSubnormals& operator=(const FlushSubnormals&) = delete;
+
+ private:
+  unsigned saved_;
+#endif
+};
 
 constexpr int64_t kChunk = 64;
 constexpr int64_t kSub = 16;   // sub-block of the intra-chunk products
@@ -288,7 +309,10 @@ void kda_chunk(const KdaParams& p, const TensorMap& in, TensorMap& out) {
   const double flops_per_pair = p.flops_per_token_head() * static_cast<double>(p.B * p.T) / static_cast<double>(N);
   for_each_pair(
       N * HV, flops_per_pair, [&] { return ChunkScratch(p.K, p.V); },
-      [&](int64_t pair, ChunkScratch& w) { chunk_pair<kBf16>(p, in, h0, o, ht, pair / HV, pair % HV, w); });
+      [&](int64_t pair, ChunkScratch& w) {
+        FlushSubnormals ftz;
+        chunk_pair<kBf16>(p, in, h0, o, ht, pair / HV, pair % HV, w);
+      });
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/run_driftgate.h"
 #include <nlohmann/json.hpp>
 
 #include "harness/safetensors.h"
@@ -20,29 +22,9 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Result run(const std::string& args) {
-  std::string err_path = ::testing::TempDir() + "/dg_cli_stderr.txt";
-  std::string cmd = std::string(DRIFTGATE_EXE) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err_path)};
-}
+using Result = testing::CliResult;
+using testing::slurp;
+Result run(const std::string& args) { return testing::run_driftgate(args); }
 
 std::string tmp(const std::string& name) {
   std::string p = ::testing::TempDir() + "/dg_cli_" + name;

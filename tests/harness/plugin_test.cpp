@@ -17,6 +17,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/run_driftgate.h"
 #include <nlohmann/json.hpp>
 
 #include "harness/plugin.h"
@@ -158,26 +160,8 @@ TEST(Plugin, DuplicateNamesAcrossPluginsAreRefused) {
 }
 
 // --- the command line ---------------------------------------------------------------------------
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  // One file per process: ctest runs the tests of this binary in parallel.
-  std::string err_path = ::testing::TempDir() + "/dg_plugin_cli_stderr." + std::to_string(::getpid()) + ".txt";
-  std::string cmd = std::string(DRIFTGATE_EXE) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  std::ifstream f(err_path);
-  std::stringstream err;
-  err << f.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
-}
+using Result = testing::CliResult;
+Result run(const std::string& args) { return testing::run_driftgate(args); }
 
 const std::string kPlugin = std::string("'") + DG_EXAMPLE_PLUGIN + "'";
 
