@@ -13,6 +13,7 @@
 #include "harness/speed.h"
 #include "harness/stats.h"
 #include "harness/threads.h"
+#include "harness/timing_worker.h"
 
 namespace dg {
 
@@ -70,7 +71,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   if (opt.time) {
     machine = load_or_measure_machine(g.machine_file, false);
     opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
-      return measure_speed(b, p, c, pol, machine);
+      return measure_speed(b, p, c, pol, machine, opt.worker_args);
     };
   }
   GateReport rep = run_gate(base, patch, cases, policy, opt);
@@ -117,9 +118,12 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
       }
     }
     if (timed.empty()) continue;
-    BenchOptions bo;
-    bo.max_time_s = g.b_max_time;
-    std::vector<BenchSamples> samples = time_candidates(timed, c, bo);
+    TimingRequest req;
+    for (const Candidate* k : timed) req.candidates.push_back(k->name());
+    req.case_str = c.str();
+    req.max_time_s = g.b_max_time;
+    req.extra_args = vo.worker_args;
+    std::vector<BenchSamples> samples = time_in_worker(req);
     double first_median = 0;
     for (const BenchSamples& s : samples) {
       Throughput t = throughput_of(s.seconds, c, machine);
@@ -226,7 +230,17 @@ int cmd_calibrate(GateCommands& g) {
   for (int t = 0; t < g.c_trials; ++t) {
     for (int slowed_trial = 0; slowed_trial < 2; ++slowed_trial) {
       auto t0 = std::chrono::steady_clock::now();
-      SpeedRow r = measure_speed(a, slowed_trial ? slow : twin, c, policy, machine);
+      // In this process: the calibration wrappers exist only here, and A is the caller's own kernel.
+      BenchOptions bo;
+      bo.max_time_s = policy.max_time_s;
+      bo.min_repetitions = 7;
+      bo.stop = [&](const std::vector<std::vector<double>>& s, double elapsed) {
+        if (s[0].size() < 5 || s[1].size() < 5) return false;
+        RatioInterval ci = bootstrap_ratio_ci(s[0], s[1], policy.confidence, 500, 1);
+        return should_stop(ci, policy.target_halfwidth, elapsed, policy.max_time_s,
+                           static_cast<int>(std::min(s[0].size(), s[1].size())), 7);
+      };
+      SpeedRow r = speed_row(time_candidates({&a, slowed_trial ? &slow : &twin}, c, bo), c, policy, machine);
       worst_s = std::max(worst_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       bool mw = r.mann_whitney_p < 0.05;
       if (!slowed_trial) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
+#include <fstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include "harness/report.h"
 #include "harness/safetensors.h"
 #include "harness/threads.h"
+#include "harness/timing_worker.h"
 #include "harness/verify.h"
 #include "harness/worker_main.h"
 
@@ -82,7 +85,7 @@ int cmd_list(const std::string& what, bool json) {
 // --- verify -------------------------------------------------------------------------------------
 struct VerifyArgs {
   std::string candidates, case_str, suite, tier, inputs, json, save_failures;
-  bool certify = false, in_process = false;
+  bool certify = false, in_process = false, resume = false;
   int threads = 0, runs = 1;
   double min_bits = -1, timeout = 600;
 };
@@ -117,17 +120,49 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
       throw InputError(fmt::format("--json: directory '{}' does not exist", dir.string()));
   }
 
+  // --resume: rows of a previous, interrupted run of the same command are kept, their cases skipped.
+  nlohmann::json prior = nlohmann::json::array();
+  std::set<std::pair<std::string, std::string>> done;
+  int prior_failed = 0;
+  if (a.resume) {
+    if (a.json.empty()) throw InputError("verify: --resume needs --json FILE (the results to resume)");
+    if (std::filesystem::exists(a.json)) {
+      nlohmann::json old;
+      try {
+        std::ifstream f(a.json);
+        old = nlohmann::json::parse(f);
+        for (const auto& r : old.at("records")) {
+          done.insert({r.at("case").get<std::string>(), r.at("candidate").get<std::string>()});
+          std::string d = r.at("disposition");
+          prior_failed += d == "INCORRECT" || d == "ERRORED" || d == "INVALID";
+          prior.push_back(r);
+        }
+      } catch (const std::exception& e) {
+        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
+      }
+    }
+  }
+  auto write_json = [&](const std::vector<Record>& records) {
+    nlohmann::json j = records_json(records, cmdline);
+    nlohmann::json rows = prior;
+    for (auto& r : j["records"]) rows.push_back(r);
+    j["records"] = rows;
+    write_file_atomic(a.json, j.dump(2) + "\n");
+  };
+
   std::vector<Record> records;
   auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     std::vector<const Candidate*> mine;
     for (const Candidate* k : cands.empty() ? all_candidates() : cands)
-      if (k->info().op == c.op() && (!cands.empty() || !is_canary(k->info()))) mine.push_back(k);
+      if (k->info().op == c.op() && (!cands.empty() || !is_canary(k->info())) && !done.count({c.str(), k->name()}))
+        mine.push_back(k);
+    if (mine.empty()) continue;
     std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
     records.insert(records.end(), rows.begin(), rows.end());
     // Rows already measured are on disk before the next case starts.
-    if (!a.json.empty()) write_file_atomic(a.json, records_json(records, cmdline).dump(2) + "\n");
+    if (!a.json.empty()) write_json(records);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (elapsed > 2.0) std::cerr << fmt::format("[{}/{}] {:.1f}s {}\n", i + 1, cases.size(), elapsed, c.str());
   }
@@ -139,7 +174,10 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
         r.disposition == Disposition::INVALID)
       ++failed;
   }
-  std::cout << fmt::format("{} passed, {} failed, {} rows\n", passed, failed, records.size());
+  if (!prior.empty())
+    std::cout << fmt::format("{} rows resumed from {} ({} of them failed)\n", prior.size(), a.json, prior_failed);
+  failed += prior_failed;
+  std::cout << fmt::format("{} passed, {} failed, {} rows\n", passed, failed, records.size() + prior.size());
   return failed ? 1 : 0;
 }
 
@@ -216,6 +254,7 @@ int run_main(int argc, char** argv) {
   verify->add_option("--save-failures", va.save_failures, "write inputs, reference and outputs of every failing row here");
   verify->add_option("--threads", va.threads, "worker threads (default: all cores)");
   verify->add_option("--min-bits", va.min_bits, "override the verify floor (bits of the output format)");
+  verify->add_flag("--resume", va.resume, "keep the rows of an interrupted run in --json FILE and measure only the rest");
   verify->add_flag("--in-process", va.in_process, "run candidates in this process instead of isolated workers (faster, unsafe)");
   verify->add_option("--runs", va.runs, "check runs per candidate in its worker (2 adds the determinism rule)")->capture_default_str();
   verify->add_option("--timeout", va.timeout, "wall-clock limit per candidate run, seconds")->capture_default_str();
@@ -250,6 +289,19 @@ int run_main(int argc, char** argv) {
   int worker_threads = 0;
   worker->add_option("--threads", worker_threads);
 
+  // bench-worker: hidden; timing in a process of its own (harness/timing_worker.h).
+  TimingRequest tr;
+  std::string tr_report;
+  CLI::App* bench_worker = app.add_subcommand("bench-worker", "time candidates in an isolated worker")->group("");
+  bench_worker->add_option("--candidate", tr.candidates)->required();
+  bench_worker->add_option("--case", tr.case_str)->required();
+  bench_worker->add_option("--max-time", tr.max_time_s);
+  bench_worker->add_option("--min-reps", tr.min_repetitions);
+  bench_worker->add_option("--confidence", tr.confidence);
+  bench_worker->add_option("--target-halfwidth", tr.target_halfwidth);
+  bench_worker->add_option("--report", tr_report)->required();
+  bench_worker->add_option("--threads", worker_threads);
+
   // Plugins and outside programs add candidates before any verb runs. Global options, also
   // accepted after the verb (every subcommand falls through to them); one value per occurrence.
   std::vector<std::string> plugin_paths, exec_args;
@@ -277,6 +329,10 @@ int run_main(int argc, char** argv) {
   if (*worker) {
     set_num_threads(worker_threads);
     return worker_main(wk);
+  }
+  if (*bench_worker) {
+    set_num_threads(worker_threads);
+    return timing_worker_main(tr, tr_report);
   }
   return 2;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "harness/stats.h"
+#include "harness/timing_worker.h"
 
 namespace dg {
 
@@ -33,16 +34,18 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
 }
 
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
-                       const MachineLimits& m) {
-  BenchOptions bo;
-  bo.max_time_s = p.max_time_s;
-  bo.min_repetitions = 7;
-  bo.stop = [&](const std::vector<std::vector<double>>& s, double elapsed) {
-    if (s.size() < 2 || s[0].size() < 5 || s[1].size() < 5) return false;
-    RatioInterval ci = bootstrap_ratio_ci(s[0], s[1], p.confidence, 500, 1);
-    return should_stop(ci, p.target_halfwidth, elapsed, p.max_time_s, static_cast<int>(std::min(s[0].size(), s[1].size())), 7);
-  };
-  std::vector<BenchSamples> samples = time_candidates({&base, &patch}, c, bo);
+                       const MachineLimits& m, const std::vector<std::string>& extra_args) {
+  TimingRequest req;
+  req.candidates = {base.name(), patch.name()};
+  req.case_str = c.str();
+  req.max_time_s = p.max_time_s;
+  req.confidence = p.confidence;
+  req.target_halfwidth = p.target_halfwidth;
+  req.extra_args = extra_args;
+  return speed_row(time_in_worker(req), c, p, m);
+}
+
+SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m) {
   SpeedRow r;
   RatioInterval ci = bootstrap_ratio_ci(samples[0].seconds, samples[1].seconds, p.confidence, 2000, 1);
   r.estimate = ci.estimate;

@@ -30,7 +30,11 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
 // Times base and patch interleaved on one case within the policy's time budget, stopping early
 // once the speedup interval is narrow enough; fills the gate's SpeedRow (timed outputs that differ
 // from an untimed re-run are reported in `inconsistent`, which speed_checks turns into a failure).
+// The SpeedRow of two candidates' samples (base first, patch second).
+SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m);
+
+// Timing runs in a worker process (harness/timing_worker.h); extra_args are forwarded to it.
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
-                       const MachineLimits& m);
+                       const MachineLimits& m, const std::vector<std::string>& extra_args = {});
 
 }  // namespace dg

@@ -332,6 +332,43 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
   return r;
 }
 
+WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& lim,
+                             const std::vector<std::string>& extra_args, std::string* report) {
+  WorkerResult r;
+  TempDir dir{make_temp_dir(""), false};
+  r.temp_dir = dir.path;
+  const std::string report_path = dir.path + "/report.json", log_path = dir.path + "/log.txt";
+  double cpu_limit = lim.cpu_seconds;
+  if (cpu_limit == 0)
+    cpu_limit = lim.wall_seconds > 0 ? lim.wall_seconds * std::max(1u, std::thread::hardware_concurrency()) : 0;
+  cpu_limit = std::max(0.0, cpu_limit);
+  std::vector<std::string> argv = {self_exe()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--report", report_path});
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const pid_t pid = spawn_worker(argv, log_path);
+  bool killed_for_wall = false;
+  rusage ru{};
+  const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
+  r.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  r.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  r.stderr_tail = read_tail(log_path, kTailBytes);
+  classify_exit(r, st, killed_for_wall, lim, cpu_limit);
+  if (r.status == WorkerStatus::ok) {
+    std::ifstream f(report_path);
+    if (!f) {
+      r.status = WorkerStatus::bad_exit;
+      r.message = "exited 0 without a report";
+    } else if (report) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      *report = ss.str();
+    }
+  }
+  return r;
+}
+
 std::optional<Disposition> worker_disposition(const WorkerResult& r, std::string* reason) {
   if (r.status != WorkerStatus::ok) {
     if (reason) {

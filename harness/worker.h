@@ -109,6 +109,12 @@ struct WorkerResult {
 // (temp dir, writing the inputs, spawning); everything the candidate does is in the result.
 WorkerResult run_in_worker(const WorkerRequest& req);
 
+// Runs `driftgate ARGS... --report FILE EXTRA...` as a worker (own process group, limits, stderr
+// captured) for workers that return something other than tensors (timing samples): on status ok,
+// *report holds the report file's text.
+WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& limits,
+                             const std::vector<std::string>& extra_args, std::string* report);
+
 // The disposition a worker result forces, with its reason; std::nullopt when the worker ran cleanly
 // and every check passed (then the metrics decide).
 std::optional<Disposition> worker_disposition(const WorkerResult& r, std::string* reason);

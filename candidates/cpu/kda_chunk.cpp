@@ -75,11 +75,11 @@ constexpr int64_t kHalf = 8;   // split of a diagonal sub-block
 // Per-thread scratch of one (sequence, value head) pair; rows padded to a multiple of 16 with zeros.
 struct ChunkScratch {
   int64_t K, V, Kp, Vp, KVp;
-  Buffer S, Sb, Q, Kn, G, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg;
+  Buffer S, Sb, Q, Kn, G, Rs, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg;
   ChunkScratch(int64_t K_, int64_t V_) : K(K_), V(V_), Kp(round_up16(K_)), Vp(round_up16(V_)), KVp(Kp + Vp) {
     auto mk = [](int64_t n) { return make_buffer(static_cast<size_t>(n)); };
     S = mk(K * Vp);   Sb = mk(K * Vp);
-    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
+    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Rs = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
     Y = mk(kChunk * KVp);  WQ = mk(2 * kChunk * Kp);  U = mk(kChunk * Vp);  Kg = mk(kChunk * Kp);
     Akk = mk(kChunk * kChunk);  Ainv = mk(kChunk * kChunk);  Aqk = mk(kChunk * kChunk);
     Vn = mk(kChunk * Vp);  Ob = mk(kChunk * Vp);
@@ -229,6 +229,13 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     // Rows in, then the chunk-local inclusive cumsum of g.
     for (int64_t i = 0; i < c; ++i)
       beta[i] = reader.load(t0 + i, Q + i * Kp, Kn + i * Kp, Vb + i * Vp, G + i * Kp);
+    // The suffix sums gamma - G_i = sum_{s > i} g_s by their own reverse scan, before G is summed:
+    // as a difference of two inclusive sums they would lose |G| 2^-24 to cancellation, the largest
+    // error of the state update for channels that decay fast (the reverse-cumsum pitfall).
+    float* Rs = w.Rs.get();
+    for (int64_t d = 0; d < Kp; d += 16) V16::set1(0.0f).store(Rs + (c - 1) * Kp + d);
+    for (int64_t i = c - 2; i >= 0; --i)
+      for (int64_t d = 0; d < Kp; d += 16) (ld(Rs + (i + 1) * Kp + d) + ld(G + (i + 1) * Kp + d)).store(Rs + i * Kp + d);
     for (int64_t i = 1; i < c; ++i)
       for (int64_t d = 0; d < Kp; d += 16) (ld(G + i * Kp + d) + ld(G + (i - 1) * Kp + d)).store(G + i * Kp + d);
     const float* gamma = G + (c - 1) * Kp;
@@ -241,7 +248,7 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
         const V16 gi = ld(G + i * Kp + d), e = exp16(gi);
         (ld(Q + i * Kp + d) * e).store(Qg + i * Kp + d);
         ((ld(Kn + i * Kp + d) * b) * e).store(Y + i * KVp + d);
-        (ld(Kn + i * Kp + d) * exp16(ld(gamma + d) - gi)).store(Kg + i * Kp + d);
+        (ld(Kn + i * Kp + d) * exp16(ld(Rs + i * Kp + d))).store(Kg + i * Kp + d);
       }
       for (int64_t j = 0; j < Vp; j += 16) (ld(Vb + i * Vp + j) * b).store(Y + i * KVp + Kp + j);
       st_row<kBf16>(Qg + i * Kp, Kp);

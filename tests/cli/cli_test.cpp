@@ -5,16 +5,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "tests/run_driftgate.h"
 #include <nlohmann/json.hpp>
 
 #include "harness/safetensors.h"
+#include "tests/run_driftgate.h"
 
 namespace dg {
 namespace {
@@ -222,6 +222,32 @@ TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
   nlohmann::json j = nlohmann::json::parse(slurp(json));
   ASSERT_FALSE(j["benchmarks"].empty());
   for (const auto& b : j["benchmarks"]) EXPECT_THAT(b["name"].get<std::string>(), HasSubstr("kda_cpu_chunk_f32/"));
+}
+
+}  // namespace
+}  // namespace dg
+
+namespace dg {
+namespace {
+
+// A sweep killed after some cases resumes: the rows on disk are kept and only the rest is measured.
+TEST(Cli, VerifyResumesAnInterruptedSweep) {
+  std::string json = tmp("resume.json");
+  ASSERT_EQ(run("verify --suite kda-smoke --json " + json).rc, 0);
+  nlohmann::json full = nlohmann::json::parse(slurp(json));
+  nlohmann::json cut = full;
+  cut["records"] = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i) cut["records"].push_back(full["records"][i]);
+  std::ofstream(json) << cut.dump();
+  Result r = run("verify --suite kda-smoke --json " + json + " --resume");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("5 rows resumed"));
+  nlohmann::json after = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(after["records"].size(), full["records"].size());
+  std::set<std::string> keys;
+  for (const auto& rec : after["records"]) keys.insert(rec["case"].get<std::string>() + " " + rec["candidate"].get<std::string>());
+  EXPECT_EQ(keys.size(), full["records"].size());
+  EXPECT_EQ(run("verify --suite kda-smoke --resume").rc, 2);   // nothing to resume from
 }
 
 }  // namespace
