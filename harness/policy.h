@@ -24,7 +24,7 @@ struct Policy {
   double confidence = 0.95;
   double min_effect = 0.03;
   double max_time_s = 20;
-  double target_halfwidth = 0.02;
+  double target_halfwidth = 0.01;
   double claim_tolerance = 0.02;
 
   std::string source;   // where it was read from

@@ -295,6 +295,28 @@ void classify_exit(WorkerResult& r, int st, bool killed_for_wall, const WorkerLi
   }
 }
 
+// RLIMIT_CPU of a worker: as given, or wall_seconds on every core when 0; 0 means none.
+static double cpu_limit_of(const WorkerLimits& lim) {
+  double cpu_limit = lim.cpu_seconds;
+  if (cpu_limit == 0)
+    cpu_limit = lim.wall_seconds > 0 ? lim.wall_seconds * std::max(1u, std::thread::hardware_concurrency()) : 0;
+  return std::max(0.0, cpu_limit);
+}
+
+// Spawns argv, waits under the wall limit, and fills r's times, memory, stderr tail and exit status.
+static void run_and_classify(const std::vector<std::string>& argv, const std::string& log_path, const WorkerLimits& lim,
+                      double cpu_limit, WorkerResult& r) {
+  const pid_t pid = spawn_worker(argv, log_path);
+  bool killed_for_wall = false;
+  rusage ru{};
+  const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
+  r.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  r.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  r.stderr_tail = read_tail(log_path, kTailBytes);
+  classify_exit(r, st, killed_for_wall, lim, cpu_limit);
+}
+
 WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerResult r;
   TempDir dir{make_temp_dir(req.temp_root), req.keep_temp};
@@ -304,10 +326,7 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
   write_safetensors(in_path, req.inputs, {{"case", req.case_str}});
 
   const WorkerLimits& lim = req.limits;
-  double cpu_limit = lim.cpu_seconds;
-  if (cpu_limit == 0)
-    cpu_limit = lim.wall_seconds > 0 ? lim.wall_seconds * std::max(1u, std::thread::hardware_concurrency()) : 0;
-  cpu_limit = std::max(0.0, cpu_limit);
+  const double cpu_limit = cpu_limit_of(lim);
   std::vector<std::string> argv = {req.exe.empty() ? self_exe() : req.exe,
                                    "worker",
                                    "--candidate", req.candidate,
@@ -319,15 +338,7 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
                                    "--runs", std::to_string(req.runs)};
   argv.insert(argv.end(), req.extra_args.begin(), req.extra_args.end());
 
-  const pid_t pid = spawn_worker(argv, log_path);
-  bool killed_for_wall = false;
-  rusage ru{};
-  const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
-  r.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                  1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  r.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
-  r.stderr_tail = read_tail(log_path, kTailBytes);
-  classify_exit(r, st, killed_for_wall, lim, cpu_limit);
+  run_and_classify(argv, log_path, lim, cpu_limit, r);
   if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path);
   return r;
 }
@@ -338,23 +349,12 @@ WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerL
   TempDir dir{make_temp_dir(""), false};
   r.temp_dir = dir.path;
   const std::string report_path = dir.path + "/report.json", log_path = dir.path + "/log.txt";
-  double cpu_limit = lim.cpu_seconds;
-  if (cpu_limit == 0)
-    cpu_limit = lim.wall_seconds > 0 ? lim.wall_seconds * std::max(1u, std::thread::hardware_concurrency()) : 0;
-  cpu_limit = std::max(0.0, cpu_limit);
+  const double cpu_limit = cpu_limit_of(lim);
   std::vector<std::string> argv = {self_exe()};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--report", report_path});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  const pid_t pid = spawn_worker(argv, log_path);
-  bool killed_for_wall = false;
-  rusage ru{};
-  const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
-  r.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                  1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  r.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
-  r.stderr_tail = read_tail(log_path, kTailBytes);
-  classify_exit(r, st, killed_for_wall, lim, cpu_limit);
+  run_and_classify(argv, log_path, lim, cpu_limit, r);
   if (r.status == WorkerStatus::ok) {
     std::ifstream f(report_path);
     if (!f) {
