@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -23,7 +25,7 @@ struct GateCommands {
   std::string base, patch, suite, policy, out, tier, save_failures;
   std::vector<std::string> cases;
   double claim = 0;
-  bool no_time = false;
+  bool no_time = false, resume = false;
   int threads = 0;
   // bench
   CLI::App* bench = nullptr;
@@ -73,6 +75,26 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
       return measure_speed(b, p, c, pol, machine, opt.worker_args);
     };
+  }
+  if (g.resume) {
+    if (g.out.empty()) throw InputError("gate: --resume needs --out DIR (the verdict to resume)");
+    std::string path = g.out + "/verdict.json";
+    if (std::filesystem::exists(path)) {
+      std::ifstream f(path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      nlohmann::json head;
+      try {
+        head = nlohmann::json::parse(ss.str());
+        opt.prior_rows = gate_rows_from_json(ss.str());
+      } catch (const std::exception& e) {
+        throw InputError(fmt::format("gate --resume: {} is not a driftgate verdict ({})", path, e.what()));
+      }
+      if (head.value("base", "") != base.name() || head.value("patch", "") != patch.name())
+        throw InputError(fmt::format("gate --resume: {} judges {} against {}, not {} against {}", path,
+                                     head.value("patch", "?"), head.value("base", "?"), patch.name(), base.name()));
+      std::cerr << fmt::format("resuming: {} cases already judged in {}\n", opt.prior_rows.size(), path);
+    }
   }
   GateReport rep = run_gate(base, patch, cases, policy, opt);
   std::cout << gate_markdown(rep);
@@ -284,6 +306,7 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->gate->add_option("--ref-tier", g->tier, "reference tier (default: the suite's, else dd)");
   g->gate->add_option("--save-failures", g->save_failures, "write inputs, reference and outputs of failing rows here");
   g->gate->add_flag("--no-time", g->no_time, "judge precision only");
+  g->gate->add_flag("--resume", g->resume, "keep the cases already judged in --out DIR/verdict.json and judge the rest");
   g->gate->add_option("--threads", g->threads, "worker threads (default: all cores)");
 
   g->bench = app.add_subcommand("bench", "throughput of candidates (precision verified first, in the same run)");

@@ -145,6 +145,42 @@ std::string gate_json(const GateReport& r) {
   return j.dump(2) + "\n";
 }
 
+std::vector<GateRow> gate_rows_from_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  std::vector<GateRow> rows;
+  for (const auto& r : j.at("rows")) {
+    GateRow g;
+    g.case_str = r.at("case");
+    g.verdict = r.at("verdict") == "MERGE" ? Verdict::MERGE : Verdict::REJECT;
+    g.reproduce = r.at("reproduce");
+    g.base = record_from_json(r.at("base"));
+    g.patch = record_from_json(r.at("patch"));
+    if (r.contains("naive")) g.naive = record_from_json(r.at("naive"));
+    for (const auto& c : r.at("checks")) g.checks.push_back({c.at("name"), c.at("passed"), c.at("detail")});
+    if (!r.at("speed").is_null()) {
+      const auto& s = r.at("speed");
+      SpeedRow sp;
+      sp.estimate = s.at("speedup");
+      sp.lo = s.at("lo");
+      sp.hi = s.at("hi");
+      sp.verdict = s.at("verdict");
+      sp.base_median_s = s.at("base_median_s");
+      sp.patch_median_s = s.at("patch_median_s");
+      sp.noise_base = s.at("noise_base");
+      sp.noise_patch = s.at("noise_patch");
+      sp.samples_base = s.at("samples_base");
+      sp.samples_patch = s.at("samples_patch");
+      sp.mann_whitney_p = s.at("mann_whitney_p");
+      sp.gflops_patch = s.at("gflops_patch");
+      sp.gbs_patch = s.at("gbs_patch");
+      sp.pct_of_limit_patch = s.at("pct_of_limit_patch");
+      g.speed = sp;
+    }
+    rows.push_back(std::move(g));
+  }
+  return rows;
+}
+
 std::string gate_markdown(const GateReport& r) {
   std::string s = fmt::format("# driftgate gate: {}\n\nbase `{}`, patch `{}`, policy `{}`{}\n\n", verdict_name(r.verdict),
                               r.base, r.patch, r.policy_source,

@@ -66,6 +66,8 @@ struct GateReport {
 // Renderers of a report: versioned JSON, the Markdown table a person reads, JUnit XML (one test case
 // per case and check).
 std::string gate_json(const GateReport& r);
+// The rows of a verdict.json written by gate_json (for --resume); throws on a malformed file.
+std::vector<GateRow> gate_rows_from_json(const std::string& text);
 std::string gate_markdown(const GateReport& r);
 std::string gate_junit(const GateReport& r);
 

@@ -1,5 +1,6 @@
 #include "harness/gate_run.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -24,6 +25,15 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.command = opt.command;
   rep.claim = opt.claim;
   for (const Case& c : cases) {
+    auto prior = std::find_if(opt.prior_rows.begin(), opt.prior_rows.end(),
+                              [&](const GateRow& g) { return g.case_str == c.str(); });
+    if (prior != opt.prior_rows.end()) {
+      rep.rows.push_back(*prior);
+      rep.verdict = std::all_of(rep.rows.begin(), rep.rows.end(), [](const GateRow& g) { return g.verdict == Verdict::MERGE; })
+                        ? Verdict::MERGE
+                        : Verdict::REJECT;
+      continue;
+    }
     GateRow row;
     row.case_str = c.str();
     row.reproduce = fmt::format("driftgate gate --base {} --patch {} --case '{}'{}", base.name(), patch.name(), c.str(),

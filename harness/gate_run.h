@@ -23,6 +23,8 @@ struct GateOptions {
   double wall_seconds = 600;         // worker limits
   int64_t memory_bytes = int64_t{8} << 30;
   std::vector<std::string> worker_args;   // forwarded to workers (--plugin, --exec, --threads)
+  // Rows of an interrupted gate of the same base and patch (--resume): their cases are not run again.
+  std::vector<GateRow> prior_rows;
   // Times base and patch on a case and fills a SpeedRow; set by the CLI (Google Benchmark timing).
   std::function<SpeedRow(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p)> time_case;
 };

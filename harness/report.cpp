@@ -65,7 +65,8 @@ nlohmann::json to_json(const Record& r) {
                         {"ulp_max", num(m.ulp_max)},
                         {"ulp_p99", num(m.ulp_p99)},
                         {"ulp_mean", num(m.ulp_mean)},
-                        {"ulp_dist_max", m.ulp_dist_max}};
+                        {"ulp_dist_max", m.ulp_dist_max},
+                        {"ref_max_abs", num(m.ref_max_abs)}};
     if (o.drift) {
       nlohmann::json buckets = nlohmann::json::array();
       for (const DriftBucket& b : o.drift->buckets)
@@ -96,6 +97,67 @@ nlohmann::json to_json(const Record& r) {
   else
     j["certification"] = nullptr;
   return j;
+}
+
+namespace {
+double from_num(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  std::string t = j.get<std::string>();
+  return t == "nan" ? std::nan("") : t == "inf" ? HUGE_VAL : -HUGE_VAL;
+}
+}  // namespace
+
+Record record_from_json(const nlohmann::json& j) {
+  Record r;
+  r.case_str = j.at("case");
+  r.op = j.at("op");
+  r.candidate = j.at("candidate");
+  auto tier = parse_tier(j.at("ref_tier").get<std::string>());
+  if (tier) r.tier = *tier;
+  std::string d = j.at("disposition");
+  for (Disposition x : {Disposition::PASSED, Disposition::INCORRECT, Disposition::ERRORED, Disposition::INVALID,
+                        Disposition::NOT_SUPPORTED, Disposition::SKIPPED})
+    if (disposition_name(x) == d) r.disposition = x;
+  r.reason = j.at("reason");
+  r.min_bits = j.at("min_bits");
+  r.seconds = j.at("seconds");
+  r.ref_seconds = j.at("ref_seconds");
+  r.flops = j.at("flops");
+  r.bytes = j.at("bytes");
+  r.reproduce = j.at("reproduce");
+  for (const auto& [name, o] : j.at("outputs").items()) {
+    OutputResult out;
+    out.name = name;
+    out.dtype = parse_dtype(o.at("dtype").get<std::string>()).value_or(DType::f32);
+    TensorMetrics& m = out.metrics;
+    m.count = o.at("count");
+    m.nonfinite_mismatch = o.at("nonfinite_mismatch");
+    m.first_mismatch = o.at("first_mismatch");
+    m.max_abs = from_num(o.at("max_abs"));
+    m.max_rel = from_num(o.at("max_rel"));
+    m.rms_ratio = from_num(o.at("rms_ratio"));
+    m.bits = from_num(o.at("bits"));
+    m.cosine = from_num(o.at("cosine"));
+    m.ulp_max = from_num(o.at("ulp_max"));
+    m.ulp_p99 = from_num(o.at("ulp_p99"));
+    m.ulp_mean = from_num(o.at("ulp_mean"));
+    m.ulp_dist_max = o.at("ulp_dist_max");
+    if (o.contains("ref_max_abs")) m.ref_max_abs = from_num(o.at("ref_max_abs"));
+    if (o.contains("drift")) {
+      DriftCurve dc;
+      dc.growth_exponent = from_num(o.at("drift").at("growth_exponent"));
+      for (const auto& b : o.at("drift").at("buckets")) {
+        DriftBucket bk;
+        bk.begin = b.at("begin");
+        bk.end = b.at("end");
+        bk.rms_ratio = from_num(b.at("rms_ratio"));
+        dc.buckets.push_back(bk);
+      }
+      out.drift = dc;
+    }
+    r.outputs.push_back(std::move(out));
+  }
+  return r;
 }
 
 nlohmann::json records_json(const std::vector<Record>& records, const std::string& command_line) {

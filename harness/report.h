@@ -17,6 +17,8 @@ inline constexpr int kSchemaVersion = 1;
 nlohmann::json run_context(const std::string& command_line);
 
 nlohmann::json to_json(const Record& r);
+// The inverse of to_json, for resuming from a results file (certification is not read back).
+Record record_from_json(const nlohmann::json& j);
 nlohmann::json records_json(const std::vector<Record>& records, const std::string& command_line);
 
 // The drift table: one row per (case, candidate): bits, max ULP, rms_ratio, drift growth exponent,

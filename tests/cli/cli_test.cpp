@@ -252,3 +252,33 @@ TEST(Cli, VerifyResumesAnInterruptedSweep) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+// A gate killed after some cases resumes from its verdict.json: judged cases are kept.
+TEST(CliGate, ResumesAnInterruptedGate) {
+  std::string out = tmp("gate_resume");
+  const std::string cases = "--case '" + kGateCase + "' --case 'kda(T=256,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)'";
+  ASSERT_EQ(run("gate --no-time --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 " + cases + " --out " + out).rc, 0);
+  nlohmann::json full = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  ASSERT_EQ(full["rows"].size(), 2u);
+  nlohmann::json cut = full;
+  cut["rows"].erase(1);
+  std::ofstream(out + "/verdict.json") << cut.dump();
+  Result r = run("gate --no-time --resume --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 " + cases + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("resuming: 1 cases already judged"));
+  nlohmann::json after = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  ASSERT_EQ(after["rows"].size(), 2u);
+  EXPECT_EQ(after["rows"][0]["case"], full["rows"][0]["case"]);
+  EXPECT_EQ(after["rows"][0]["patch"]["outputs"]["o"]["bits"], full["rows"][0]["patch"]["outputs"]["o"]["bits"]);
+  EXPECT_THAT(slurp(out + "/verdict.md"), HasSubstr("kda(T=256"));
+  // Another patch cannot resume this verdict.
+  Result bad = run("gate --no-time --resume --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 " + cases + " --out " + out);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.err, HasSubstr("not kda_cpu_chunk_bf16 against kda_cpu_recurrent_f32"));
+}
+
+}  // namespace
+}  // namespace dg
