@@ -72,6 +72,13 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     }
     bool ok = std::all_of(row.checks.begin(), row.checks.end(), [](const Check& k) { return k.passed; });
     row.verdict = ok ? Verdict::MERGE : Verdict::REJECT;
+    // A case the policy rejected although the patch ran cleanly: save its inputs, reference and the
+    // patch's outputs too (verify saved the ones that crashed or broke a rule).
+    if (!ok && !opt.save_failures_dir.empty() && row.patch.disposition == Disposition::PASSED) {
+      VerifyOptions save = vo;
+      save.save_every_row = true;
+      verify_case(c, {&patch}, save);
+    }
     rep.rows.push_back(std::move(row));
     rep.verdict = std::all_of(rep.rows.begin(), rep.rows.end(), [](const GateRow& g) { return g.verdict == Verdict::MERGE; })
                       ? Verdict::MERGE

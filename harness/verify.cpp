@@ -200,7 +200,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     }
     rec.disposition = problems.empty() ? Disposition::PASSED : Disposition::INCORRECT;
     for (const std::string& s : problems) rec.reason += (rec.reason.empty() ? "" : "; ") + s;
-    if (rec.disposition != Disposition::PASSED && !opt.save_failures_dir.empty())
+    if ((rec.disposition != Disposition::PASSED || opt.save_every_row) && !opt.save_failures_dir.empty())
       save_failure(opt.save_failures_dir, c, rec, in, reference(), &out);
     records.push_back(std::move(rec));
   }

@@ -55,6 +55,8 @@ struct VerifyOptions {
   Tier tier = Tier::dd;
   bool certify = false;
   std::string save_failures_dir;    // empty: do not save
+  bool save_every_row = false;      // save every row's inputs, reference and outputs there (the gate
+                                    // saves a case its policy rejected although verify passed it)
   std::optional<double> min_bits;   // overrides verify_floor_bits
   std::string candidates_arg;       // for reproduce commands
   // Isolation: run every candidate in a worker process (harness/worker.h) with these limits and

@@ -282,3 +282,24 @@ TEST(CliGate, ResumesAnInterruptedGate) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+TEST(CliGate, SaveFailuresKeepsARejectedCase) {
+  std::string dir = tmp("gate_failures");
+  Result r = run("gate --no-time --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 --case '" + kGateCase +
+                 "' --save-failures " + dir);
+  ASSERT_EQ(r.rc, 1) << r.out << r.err;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    SafetensorsFile f = read_safetensors(e.path().string());
+    EXPECT_EQ(f.metadata.at("candidate"), "kda_cpu_chunk_bf16");
+    EXPECT_TRUE(f.tensors.count("q") && f.tensors.count("ref.o") && f.tensors.count("out.o"));
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+}  // namespace
+}  // namespace dg
