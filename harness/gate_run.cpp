@@ -36,8 +36,9 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     }
     GateRow row;
     row.case_str = c.str();
-    row.reproduce = fmt::format("driftgate gate --base {} --patch {} --case '{}'{}", base.name(), patch.name(), c.str(),
-                                policy.source == "default" ? "" : " --policy " + policy.source);
+    row.reproduce = fmt::format("driftgate gate --base {} --patch {} --case '{}'{}{}", base.name(), patch.name(), c.str(),
+                                policy.source == "default" ? "" : " --policy " + policy.source,
+                                outside_args_text(opt.worker_args));
     std::vector<const Candidate*> cands = {&base, &patch};
     std::string naive_name = policy.naive_for(c.op(), base.info().output_dtype);
     const Candidate* naive = naive_name.empty() ? nullptr : find_candidate(naive_name);

@@ -75,6 +75,17 @@ double verify_floor_bits(DType format) {
   }
 }
 
+std::string outside_args_text(const std::vector<std::string>& args) {
+  std::string s;
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--plugin" && args[i] != "--exec") continue;
+    std::string q;
+    for (char ch : args[i + 1]) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    s += " " + args[i] + " '" + q + "'";
+  }
+  return s;
+}
+
 TensorMap generate_inputs(const Case& c) {
   const Regime* r = find_regime(c.op(), c.text("regime"));
   if (!r) throw InputError(fmt::format("{}: unknown regime '{}'", c.op(), c.text("regime")));
@@ -128,8 +139,8 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.tier = opt.tier;
     rec.flops = op->flops(c);
     rec.bytes = op->bytes(c);
-    rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}", cand->name(), c.str(),
-                                tier_name(opt.tier), opt.certify ? " --certify" : "");
+    rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}{}", cand->name(), c.str(),
+                                tier_name(opt.tier), opt.certify ? " --certify" : "", outside_args_text(opt.worker_args));
     // A candidate is held to the floor of the narrowest format it declares (a bf16 state limits o).
     const CandidateInfo& ci = cand->info();
     rec.min_bits = opt.min_bits.value_or(std::min({verify_floor_bits(ci.input_dtype), verify_floor_bits(ci.state_dtype),

@@ -73,6 +73,9 @@ struct VerifyOptions {
 std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate*>& candidates,
                                 const VerifyOptions& opt, const TensorMap* stored = nullptr);
 
+// The --plugin/--exec arguments among worker_args, shell-quoted, for reproduce commands ("" if none).
+std::string outside_args_text(const std::vector<std::string>& worker_args);
+
 // The inputs of a case from its regime generator.
 TensorMap generate_inputs(const Case& c);
 

@@ -127,3 +127,17 @@ TEST(Verify, NanInStoredInputsIsAnInputError) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+// Reproduce commands of plugin and exec rows carry the options that load those candidates.
+TEST(Verify, ReproduceCarriesOutsideCandidateOptions) {
+  EXPECT_EQ(outside_args_text({"--threads", "2"}), "");
+  EXPECT_EQ(outside_args_text({"--threads", "2", "--plugin", "/a b/lib.so", "--exec", "k=python3 x.py {in} {out}"}),
+            " --plugin '/a b/lib.so' --exec 'k=python3 x.py {in} {out}'");
+  EXPECT_EQ(outside_args_text({"--exec", "k=sh -c 'x' {in} {out}"}), " --exec 'k=sh -c '\\''x'\\'' {in} {out}'");
+}
+
+}  // namespace
+}  // namespace dg
