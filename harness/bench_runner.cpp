@@ -110,12 +110,6 @@ struct OutputSpec {
   bool inout = false;   // an in-out tensor (starts from zeros), else an output (starts poisoned)
 };
 
-// The dtype a candidate stores an output in (the rule run_candidate applies): its state dtype for
-// states, else its output dtype.
-DType output_dtype(const std::string& name, const CandidateInfo& info) {
-  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
-}
-
 // Outputs poisoned with the format's quiet NaN (the worker's first poison); in-out tensors start
 // from zeros, as run_candidate allocates them.
 void reset_outputs(TensorMap& out, const std::vector<OutputSpec>& specs) {

@@ -95,6 +95,12 @@ struct CandidateInfo {
   std::string doc;
 };
 
+// The dtype the harness allocates a candidate's output tensor in: its state dtype for states ("ht",
+// and the in-out "state" pool of decode steps), its output dtype for everything else.
+inline DType output_dtype(const std::string& name, const CandidateInfo& info) {
+  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
+}
+
 // Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
 // that exist to be caught (driftgate selftest). They never join a default candidate set.
 inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }

@@ -18,11 +18,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The dtype a candidate stores an output in: its state dtype for states, else its output dtype.
-DType output_dtype(const std::string& name, const CandidateInfo& info) {
-  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
-}
-
 std::string sanitize(const std::string& s) {
   std::string out;
   for (char ch : s) out += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.') ? ch : '_';

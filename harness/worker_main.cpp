@@ -57,12 +57,6 @@ bool apply_limits(const WorkerArgs& a, const CandidateInfo& info) {
   return memory;
 }
 
-// The dtype the harness allocates an output in (the rule of verify.cpp's run_candidate): states in
-// the candidate's state dtype, everything else in its output dtype.
-DType output_dtype(const std::string& name, const CandidateInfo& info) {
-  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
-}
-
 // The op's input tensors of a stored file (other tensors in it are ignored, as in `driftgate run`).
 TensorMap input_tensors(const OpSpec& op, SafetensorsFile&& f) {
   TensorMap in;
