@@ -3,7 +3,7 @@
 //
 // Counters: tokens/s; GFLOP/s of the op's nominal work, 8 K V flops per token per head (decay,
 // residual, write, read: KdaParams::flops_per_token_head); pct_peak against one core's f32 FMA peak,
-// measured (peak_GFLOP/s, see peak_gflops). The chunk candidates also report alg_GFLOP/s and
+// measured by the harness (peak_GFLOP/s, see peak_gflops). The chunk candidates also report alg_GFLOP/s and
 // alg_pct_peak: the flops their own algorithm executes, 2CK + C^2/3 + C(K+V) + 6KV + CV per token at chunk size C
 // (intra products, inverse, W and U, V', output, state update) -- 7% more than the nominal work.
 // The percentages are rate counters too, so the console prints them with a "/s" suffix.
@@ -14,6 +14,8 @@
 
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
+#include "harness/machine.h"
+#include "harness/threads.h"
 
 namespace dg {
 namespace {
@@ -59,29 +61,11 @@ const Fixture& fixture() {
   return f;
 }
 
-// One core's f32 FMA peak, measured once: 12 independent 16-lane FMA chains (enough to hide the
-// FMA latency on two ports) for 2^26 rounds. On the build machine this is 2 FMA units x 16 lanes x
-// 2 flops x the clock the core actually runs AVX-512 code at (about 3.3 GHz, above the 2.6 GHz
-// that /proc/cpuinfo reports).
+// One core's f32 FMA peak: the harness's own measurement (driftgate machine; cached in
+// results/machine.json when the bench runs from the repository root), so the bench and the gate
+// divide by the same figure.
 double peak_gflops() {
-  static const double peak = [] {
-    using kda_cpu::V16;
-    V16 acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = V16::set1(1.0f + 1e-3f * static_cast<float>(i));
-    const V16 b = V16::set1(0.999999f), c = V16::set1(1e-7f);
-    constexpr long kRounds = 1L << 26;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (long n = 0; n < kRounds; ++n) {
-#pragma GCC unroll 12
-      for (int i = 0; i < 12; ++i) acc[i] = kda_cpu::fma(acc[i], b, c);
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    V16 sum = V16::zero();
-    for (int i = 0; i < 12; ++i) sum = sum + acc[i];
-    float total = kda_cpu::hsum(sum);
-    benchmark::DoNotOptimize(total);
-    return static_cast<double>(kRounds) * 12 * 16 * 2 / s / 1e9;
-  }();
+  static const double peak = load_or_measure_machine("results/machine.json", false).f32_fma_gflops_core;
   return peak;
 }
 
@@ -89,18 +73,23 @@ double chunk_flops_per_token(double K, double V, double C) {
   return 2 * C * K + C * C / 3 + C * (K + V) + 6 * K * V + C * V;
 }
 
+// state.range(0): threads (the candidate's --threads budget; with one pair, 2 splits its columns).
+// pct_peak divides by that many cores' peak.
 void BM_kda(benchmark::State& state, KdaFn fn, DType o_dtype, bool chunked) {
   const Fixture& f = fixture();
   const KdaParams& p = f.p;
+  const int threads = static_cast<int>(state.range(0));
   TensorMap out;
   out["o"] = Tensor(o_dtype, {p.B, p.T, p.HV, p.V});
   out["ht"] = Tensor(DType::f32, {1, p.HV, p.K, p.V});
+  set_num_threads(threads);
   for (auto _ : state) {
     fn(p, f.in, out);
     benchmark::ClobberMemory();
   }
+  set_num_threads(0);
   using benchmark::Counter;
-  const double tokens = static_cast<double>(p.B * p.T * p.HV), peak = peak_gflops();
+  const double tokens = static_cast<double>(p.B * p.T * p.HV), peak = threads * peak_gflops();
   const double gflop = tokens * p.flops_per_token_head() / 1e9;
   state.counters["tokens/s"] = Counter(tokens, Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = Counter(gflop, Counter::kIsIterationInvariantRate);
@@ -114,11 +103,11 @@ void BM_kda(benchmark::State& state, KdaFn fn, DType o_dtype, bool chunked) {
 }
 
 BENCHMARK_CAPTURE(BM_kda, kda_cpu_recurrent_f32, kda_cpu_recurrent_f32, DType::f32, false)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_f32, kda_cpu_chunk_f32, DType::f32, true)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_bf16, kda_cpu_chunk_bf16, DType::bf16, true)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace dg

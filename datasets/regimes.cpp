@@ -8,7 +8,9 @@
 // log-uniform in [1e-3, 1e-1] (Kimi Linear's initialisation); h0 ~ N(0,1).
 // Stored dtypes: q, k, v, g, beta in the case's dtype; A_log, dt_bias, h0 in f32 (as FLA requires).
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <span>
 
 #include "harness/ops/kda_op.h"
 #include "harness/registry.h"
@@ -18,27 +20,46 @@
 namespace dg {
 namespace {
 
-using Dist = std::function<double(const TensorRng&, uint64_t)>;
+// A distribution fills out[j] with element i0 + j of a stream (the generators draw in blocks so that
+// TensorRng's batched loops vectorize; element i is still a pure function of the stream and i).
+using Dist = std::function<void(const TensorRng&, uint64_t i0, std::span<double> out)>;
 
 double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 double logsigmoid(double x) { return -softplus(-x); }
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-Dist normal(double sd = 1.0) { return [sd](const TensorRng& r, uint64_t i) { return sd * r.normal(i); }; }
-Dist uniform(double lo, double hi) { return [=](const TensorRng& r, uint64_t i) { return r.uniform(i, lo, hi); }; }
-Dist constant(double c) { return [c](const TensorRng&, uint64_t) { return c; }; }
+Dist normal(double sd = 1.0) {
+  return [sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    r.normal(i0, out);
+    for (double& x : out) x = sd * x;
+  };
+}
+Dist uniform(double lo, double hi) {
+  return [=](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    r.uniform(i0, out);
+    for (double& x : out) x = lo + (hi - lo) * x;
+  };
+}
+Dist constant(double c) { return [c](const TensorRng&, uint64_t, std::span<double> out) { std::fill(out.begin(), out.end(), c); }; }
+// f applied to each element of `base`.
+Dist map(Dist base, std::function<double(double)> f) {
+  return [base = std::move(base), f = std::move(f)](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    base(r, i0, out);
+    for (double& x : out) x = f(x);
+  };
+}
 
 struct KdaDists {
   Dist q = normal(), k = normal(), v = normal();
-  Dist g = [](const TensorRng& r, uint64_t i) { return logsigmoid(r.normal(i)); };
+  Dist g = map(normal(), logsigmoid);
   Dist f = normal();
-  Dist beta = [](const TensorRng& r, uint64_t i) { return sigmoid(r.normal(i)); };
+  Dist beta = map(normal(), sigmoid);
   Dist b = normal();
-  Dist A_log = [](const TensorRng& r, uint64_t i) { return std::log(r.uniform(i, 1.0, 16.0)); };
-  Dist dt_bias = [](const TensorRng& r, uint64_t i) {
-    double dt = std::exp(r.uniform(i, std::log(1e-3), std::log(1e-1)));
+  Dist A_log = map(uniform(1.0, 16.0), [](double u) { return std::log(u); });
+  Dist dt_bias = map(uniform(std::log(1e-3), std::log(1e-1)), [](double u) {
+    double dt = std::exp(u);
     return dt + std::log(-std::expm1(-dt));   // softplus^-1(dt) = log(exp(dt) - 1)
-  };
+  });
   Dist h0 = normal();
 };
 
@@ -51,8 +72,9 @@ void fill(Tensor& t, const Case& c, const std::string& name, const Dist& d) {
     std::vector<double> buf(kBlock);
     for (int64_t b = b0; b < b1; ++b) {
       int64_t off = b * kBlock, n = std::min(kBlock, t.numel() - off);
-      for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = d(rng, static_cast<uint64_t>(off + i));
-      t.write(off, std::span<const double>(buf.data(), static_cast<size_t>(n)));
+      std::span<double> part(buf.data(), static_cast<size_t>(n));
+      d(rng, static_cast<uint64_t>(off), part);
+      t.write(off, part);
     }
   });
 }
@@ -110,7 +132,7 @@ const std::vector<RegimeDef>& regime_table() {
        {}, [](KdaDists& d, const KdaParams&) { d.g = constant(0.0); }},
       {"forget_mix", "g = 0 with 1% of elements at -1000 (near-total forgetting of that channel)",
        {}, [](KdaDists& d, const KdaParams&) {
-         d.g = [](const TensorRng& r, uint64_t i) { return r.uniform(i) < 0.01 ? -1000.0 : 0.0; };
+         d.g = map(uniform(0.0, 1.0), [](double u) { return u < 0.01 ? -1000.0 : 0.0; });
        }},
       {"strong_decay", "g ~ U[-5, -1.4] per element: chunk-local cumulative gates of 64 tokens reach -90 to -320, "
        "past the f32 exp range",
@@ -130,7 +152,7 @@ const std::vector<RegimeDef>& regime_table() {
       {"nonsymmetric_h0", "a random non-symmetric initial state with slow decay g = logsigmoid(N(0,1))/10: "
        "catches transposed state layouts",
        {{"h0", "1"}}, [](KdaDists& d, const KdaParams&) {
-         d.g = [](const TensorRng& r, uint64_t i) { return logsigmoid(r.normal(i)) / 10.0; };
+         d.g = map(normal(), [](double z) { return logsigmoid(z) / 10.0; });
        }},
       {"varlen_ragged", "packed varlen segments of 1, 15, 63, 64, 65 and 1000 tokens (the rest of T one last "
        "segment), each with its own initial state",

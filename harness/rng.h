@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <cstdint>
 #include <string_view>
 
@@ -24,6 +25,10 @@ class TensorRng {
   double normal(uint64_t i) const;
   // 64 random bits of element i.
   uint64_t bits(uint64_t i) const;
+  // Elements i0 .. i0 + out.size() - 1 at once, bitwise the same as the one-element calls (the
+  // lanes are independent, so the loops vectorize: generators fill tensors of 10^8 elements).
+  void uniform(uint64_t i0, std::span<double> out) const;
+  void normal(uint64_t i0, std::span<double> out) const;
 
  private:
   std::array<uint32_t, 2> key_;

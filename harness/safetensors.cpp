@@ -317,7 +317,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   // Entries are now in file order: read each straight into its tensor's storage.
   for (const Entry& e : entries) {
-    Tensor t(e.dtype, e.shape);
+    Tensor t(e.dtype, e.shape, Tensor::Uninitialized{});   // read_exact fills every byte or throws
     if (t.nbytes() != e.nbytes)
       fail(path, fmt::format("tensor {}: internal size mismatch ({} vs {} bytes)", quote_json(e.name), t.nbytes(), e.nbytes));
     if (e.nbytes > 0) read_exact(fd.get(), buffer_start + e.begin, t.bytes(), e.nbytes, path);

@@ -35,11 +35,12 @@ std::string format_shape(const std::vector<int64_t>& shape) {
 }
 
 // Zero-filled storage of at least nbytes (and at least one cache line), 64-byte aligned, padded to
-// a whole number of cache lines.
-std::shared_ptr<std::byte[]> allocate(size_t nbytes) {
+// a whole number of cache lines. Without `zero` only the padding past nbytes is cleared.
+std::shared_ptr<std::byte[]> allocate(size_t nbytes, bool zero = true) {
   const size_t size = std::max(kAlign, (nbytes + kAlign - 1) / kAlign * kAlign);
   auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{kAlign}));
-  std::memset(p, 0, size);
+  if (zero) std::memset(p, 0, size);
+  else std::memset(p + nbytes, 0, size - nbytes);
   return std::shared_ptr<std::byte[]>(
       p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlign}); });
 }
@@ -112,7 +113,11 @@ const std::array<double, 256>& fp8_table(DType t) {
 
 }  // namespace
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : Tensor(dtype, std::move(shape), Uninitialized{}) {
+  std::memset(storage_.get(), 0, nbytes());
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
   const int64_t width = info(dtype_).storage_bytes;
   int64_t n = 1;
   for (const int64_t d : shape_) {
@@ -126,7 +131,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
     throw std::invalid_argument("Tensor: byte size of shape " + format_shape(shape_) + " overflows");
   }
   numel_ = n;
-  storage_ = allocate(nbytes());
+  storage_ = allocate(nbytes(), /*zero=*/false);
 }
 
 double Tensor::get(int64_t i) const {

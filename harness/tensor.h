@@ -21,6 +21,10 @@ class Tensor {
   Tensor() = default;
   // Storage is zero-filled and 64-byte aligned.
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // The same, with the elements left unset (only the alignment padding is zeroed): for readers that
+  // write every byte next, so gigabyte tensors are not cleared just to be overwritten.
+  struct Uninitialized {};
+  Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized);
 
   DType dtype() const { return dtype_; }
   Device device() const { return Device::host; }

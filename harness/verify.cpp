@@ -126,6 +126,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
 
   std::vector<Record> records;
   const std::map<std::string, Positions> positions = op->positions(c);
+  std::optional<WorkerInputs> worker_inputs;   // written once, at the first isolated run
   for (const Candidate* cand : candidates) {
     Record rec;
     rec.case_str = c.str();
@@ -151,10 +152,11 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     auto t1 = std::chrono::steady_clock::now();
     if (opt.isolate) {
       // The candidate runs in its own process; the reference and the results never live there.
+      if (!worker_inputs) worker_inputs.emplace(in, c.str());
       WorkerRequest req;
       req.candidate = cand->name();
       req.case_str = c.str();
-      req.inputs = in;
+      req.inputs_path = worker_inputs->path();
       req.runs = opt.worker_runs;
       req.limits.wall_seconds = opt.wall_seconds;
       req.limits.memory_bytes = opt.memory_bytes;

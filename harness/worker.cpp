@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,12 +47,14 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-std::string make_temp_dir(const std::string& root) {
-  std::string base = root;
-  if (base.empty()) {
-    const char* env = std::getenv("TMPDIR");
-    base = env && *env ? env : "/tmp";
-  }
+int64_t tensor_bytes(const TensorMap& m) {
+  int64_t n = 0;
+  for (const auto& [name, t] : m) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+std::string make_temp_dir(const std::string& root, int64_t bytes = 0) {
+  const std::string base = root.empty() ? worker_temp_root(bytes) : root;
   std::string tmpl = base + "/driftgate-worker-XXXXXX";
   if (!::mkdtemp(tmpl.data())) fail_errno("mkdtemp " + tmpl, errno);
   return tmpl;
@@ -317,13 +320,45 @@ static void run_and_classify(const std::vector<std::string>& argv, const std::st
   classify_exit(r, st, killed_for_wall, lim, cpu_limit);
 }
 
+std::string worker_temp_root(int64_t bytes) {
+  const char* env = std::getenv("TMPDIR");
+  if (env && *env) return env;
+  struct statvfs st {};
+  constexpr int64_t kSlack = int64_t{64} << 20;
+  if (::statvfs("/dev/shm", &st) == 0 && ::access("/dev/shm", W_OK | X_OK) == 0) {
+    const auto free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+    if (free_bytes >= 2 * bytes + kSlack) return "/dev/shm";
+  }
+  return "/tmp";
+}
+
+WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str, const std::string& temp_root)
+    : dir_(make_temp_dir(temp_root, 2 * tensor_bytes(inputs))), path_(dir_ + "/in.safetensors") {
+  try {
+    write_safetensors(path_, inputs, {{"case", case_str}});
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+WorkerInputs::~WorkerInputs() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
 WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerResult r;
-  TempDir dir{make_temp_dir(req.temp_root), req.keep_temp};
+  std::error_code ec;
+  const int64_t bytes = req.inputs_path.empty() ? 2 * tensor_bytes(req.inputs)
+                                                : static_cast<int64_t>(fs::file_size(req.inputs_path, ec));
+  TempDir dir{make_temp_dir(req.temp_root, bytes), req.keep_temp};
   r.temp_dir = dir.path;
-  const std::string in_path = dir.path + "/in.safetensors", out_path = dir.path + "/out.safetensors",
-                    report_path = dir.path + "/report.json", log_path = dir.path + "/log.txt";
-  write_safetensors(in_path, req.inputs, {{"case", req.case_str}});
+  const std::string out_path = dir.path + "/out.safetensors", report_path = dir.path + "/report.json",
+                    log_path = dir.path + "/log.txt";
+  const std::string in_path = req.inputs_path.empty() ? dir.path + "/in.safetensors" : req.inputs_path;
+  if (req.inputs_path.empty()) write_safetensors(in_path, req.inputs, {{"case", req.case_str}});
 
   const WorkerLimits& lim = req.limits;
   const double cpu_limit = cpu_limit_of(lim);

@@ -4,8 +4,9 @@
 // abort, hang, out-of-memory or exception in the candidate becomes a WorkerResult, never a crash
 // of the caller.
 //
-// How: the inputs go to a private temp dir ($TMPDIR or /tmp, "driftgate-worker-XXXXXX") as
-// in.safetensors with the case string in __metadata__; the worker is started with posix_spawn
+// How: the inputs go to a private temp dir (worker_temp_root: $TMPDIR, /dev/shm or /tmp;
+// "driftgate-worker-XXXXXX") as in.safetensors with the case string in __metadata__, or come from
+// a file written once for all the candidates of a case (WorkerInputs); the worker is started with posix_spawn
 // (never a fork of a threaded parent) in its own process group, stdin from /dev/null, stdout and
 // stderr into log.txt in the temp dir, no other descriptors; the parent polls it against the wall
 // limit and on timeout SIGKILLs the whole group. After the worker ends, any process it left in its
@@ -63,7 +64,10 @@ struct WorkerRequest {
   WorkerLimits limits;
   int runs = 2;                     // check runs (>= 1; the nondeterministic rule needs 2)
   std::vector<std::string> extra_args;   // appended to the worker's command line (e.g. --plugin lib.so)
-  std::string temp_root;            // empty: $TMPDIR, else /tmp
+  // Set: the inputs are already in this .safetensors file (WorkerInputs, written once for all the
+  // candidates of a case) and `inputs` is not used.
+  std::string inputs_path;
+  std::string temp_root;            // empty: worker_temp_root()
   bool keep_temp = false;           // keep the temp dir (debugging); its path is in the result
 };
 
@@ -103,6 +107,25 @@ struct WorkerResult {
   double cpu_seconds = 0;           // user + system CPU time of the worker
   int64_t max_rss_bytes = 0;        // peak resident memory of the worker
   std::string temp_dir;             // where it ran (removed unless keep_temp)
+};
+
+// Where worker files go when no root is given: $TMPDIR when set; else /dev/shm when it is a
+// directory with room for twice `bytes` (the inputs and outputs of a case: memory-backed, so a
+// gigabyte case is not written to and read back from disk once per candidate); else /tmp.
+std::string worker_temp_root(int64_t bytes);
+
+// A case's inputs written once for the workers of all its candidates (req.inputs_path), in their
+// own temp dir, removed with this object.
+class WorkerInputs {
+ public:
+  WorkerInputs(const TensorMap& inputs, const std::string& case_str, const std::string& temp_root = "");
+  ~WorkerInputs();
+  WorkerInputs(const WorkerInputs&) = delete;
+  WorkerInputs& operator=(const WorkerInputs&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
 };
 
 // Runs the candidate in a worker. Throws std::runtime_error only when the harness itself fails

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "reference/real/f128.h"
 #include "reference/real/f64.h"
 #include "reference/real/mpfr_real.h"
+#include "reference/real/simd.h"
 
 namespace dg {
 namespace {
@@ -77,12 +79,23 @@ inline void dd_accumulate(double& h, double& l, const DD& x, const DD& b) {
   l = l + (s.lo + pl);
 }
 
-// sum_i x_i^2 in index order: Dot2 in the f64 tier, dd_accumulate lanes in the dd tier, the tier's
-// arithmetic otherwise.
+// sum_i x_i^2: in the f64 tier Dot2 over 8 interleaved lanes (lane l takes x[l], x[l + 8], ...,
+// each in index order), the lanes' sums then added by Sum2 in lane order and their errors summed:
+// Dot2's bound, and the same bits at every vector width. The dd tier: dd_accumulate lanes in index
+// order; other tiers: the tier's arithmetic in index order.
 inline double sum_squares(const double* x, int64_t n) {
-  Dot2 acc;
-  for (int64_t i = 0; i < n; ++i) acc.add(x[i], x[i]);
-  return acc.value();
+  constexpr int kWays = 8;
+  double s[kWays] = {}, c[kWays] = {};
+  int64_t i = 0;
+  for (; i + kWays <= n; i += kWays)
+    for (int l = 0; l < kWays; ++l) dot2_step(s[l], c[l], x[i + l], x[i + l]);
+  for (int l = 0; i < n; ++i, ++l) dot2_step(s[l], c[l], x[i], x[i]);
+  double hs = 0.0, hc = 0.0;
+  for (int l = 0; l < kWays; ++l) {
+    sum2_step(hs, hc, s[l]);
+    hc += c[l];
+  }
+  return hs + hc;
 }
 inline DD sum_squares(const DD* x, int64_t n) {
   double h = 0.0, l = 0.0;
@@ -141,11 +154,39 @@ template <class T> struct Aligned64 {
 };
 using AlignedVec = std::vector<double, Aligned64<double>>;
 
-// --- the state S (K x V, row k contiguous) and its two passes per token -----------------------------
+// --- the state S (K x V) and its sweeps ------------------------------------------------------------
+// Per token t the state sees two sweeps in the documented order: decay-and-project (S *= alpha;
+// acc = S^T k) and write-and-read (S += bk r^T; out = S^T q). The state types run them a block of
+// tokens at a time (TokenBlock): token i's write-and-read, then token i + 1's decay-and-project.
+// Column v of the state only ever meets column v of r, o and acc (the per-token q, k, alpha, beta
+// are shared by all columns), so the vectorized types take a few columns through every token of
+// the block before moving on: those columns stay in L1 and the state is read once per block, not
+// twice per token. Each element still sees the same operations in the same order, and each lane's
+// reductions run over k in increasing order, so the loop order changes no bit.
+
+// One token's prepared inputs: q (normalized, scaled), kk (normalized), alpha = exp(g),
+// bk = beta * kk, and v (padded with zeros to Vpad).
+template <class Real> struct Token {
+  std::vector<Real> q, kk, alpha, bk;
+  std::vector<double> v;
+};
+
+// tok[0 .. n) are the block's tokens; tok[n] is the next one when has_next. On entry acc[0 .. V)
+// holds S^T kk of token 0 with its decayed state (its decay-and-project has run); on return it
+// holds the same for token n when has_next. o + i * Vpad receives token i's read.
+template <class Real> struct TokenBlock {
+  const Token<Real>* tok;
+  int64_t n;
+  bool has_next;
+  Real* acc;
+  Real* o;
+  int64_t Vpad;
+};
+
 // Generic: plain loops in the documented order, each operation rounded in Real.
 template <class Real> class GenericState {
  public:
-  GenericState(int64_t K, int64_t V) : K_(K), V_(V), s_(static_cast<size_t>(K * V), Real(0.0)) {}
+  GenericState(int64_t K, int64_t V) : K_(K), V_(V), s_(static_cast<size_t>(K * V), Real(0.0)), r_(static_cast<size_t>(V)) {}
   void set(int64_t k, int64_t v, double x) { s_[static_cast<size_t>(k * V_ + v)] = Real(x); }
   const Real& get(int64_t k, int64_t v) const { return s_[static_cast<size_t>(k * V_ + v)]; }
 
@@ -171,164 +212,295 @@ template <class Real> class GenericState {
       }
     }
   }
+  void run_block(const TokenBlock<Real>& b) {
+    for (int64_t i = 0; i < b.n; ++i) {
+      const Token<Real>& t = b.tok[i];
+      for (int64_t v = 0; v < V_; ++v) r_[static_cast<size_t>(v)] = t.v[static_cast<size_t>(v)] - b.acc[v];
+      write_read(t.bk.data(), r_.data(), t.q.data(), b.o + i * b.Vpad);
+      if (i + 1 < b.n || b.has_next) decay_project(b.tok[i + 1].alpha.data(), b.tok[i + 1].kk.data(), b.acc);
+    }
+  }
 
  private:
   int64_t K_, V_;
-  std::vector<Real> s_;
+  std::vector<Real> s_, r_;
 };
 
-// The vectorized kernels: vectorized over v, each sweep over v handling R consecutive state rows so
-// a lane's accumulators are loaded and stored once per R rows. Within a lane the operations and
-// their order are those of the generic loops (row k before row k + 1).
+// The vectorized kernels keep the state in panels of kLanes columns (simd::VD, the build's widest
+// double vector): panel p holds columns [p L, p L + L) of every row, row after row, so a sweep walks
+// a panel from row 0 to row K-1 with contiguous loads and keeps its lanes' accumulators in
+// registers. Columns past V are zero (r is zero there) and never read back.
+using simd::VD;
+constexpr int kLanes = VD::kLanes;
+// f64: panels side by side, for independent work in flight and broadcasts shared by the group
+// (4 measured fastest with AVX2's 16 registers; dd works on one panel, pipelined over rows).
+constexpr int kGroupF64 = 4;
 
-// f64, pass 1: S[k,:] *= a[k]; (sum, err)[:] += S[k,:] * b[k] by Dot2, for the R rows at s.
-template <int R>
-DG_KERNEL void f64_pass1(double* __restrict s, int64_t V, const double* __restrict a, const double* __restrict b,
-                         double* __restrict sum, double* __restrict err) {
-  for (int64_t v = 0; v < V; ++v) {
-    double sv = sum[v], ev = err[v];
-    for (int i = 0; i < R; ++i) {
-      double x = s[i * V + v] * a[i];
-      s[i * V + v] = x;
-      dot2_step(sv, ev, x, b[i]);
-    }
-    sum[v] = sv;
-    err[v] = ev;
-  }
-}
-// f64, pass 2: S[k,:] = fma(bk[k], r[:], S[k,:]); (sum, err)[:] += S[k,:] * q[k] by Dot2.
-template <int R>
-DG_KERNEL void f64_pass2(double* __restrict s, int64_t V, const double* __restrict bk, const double* __restrict q,
-                         const double* __restrict r, double* __restrict sum, double* __restrict err) {
-  for (int64_t v = 0; v < V; ++v) {
-    double sv = sum[v], ev = err[v];
-    const double rv = r[v];
-    for (int i = 0; i < R; ++i) {
-      double x = std::fma(bk[i], rv, s[i * V + v]);
-      s[i * V + v] = x;
-      dot2_step(sv, ev, x, q[i]);
-    }
-    sum[v] = sv;
-    err[v] = ev;
-  }
+inline int64_t panels(int64_t V) { return (V + kLanes - 1) / kLanes; }
+// Panels start 64 bytes past a multiple of K L doubles: at K = 128 a bare panel is 4 KiB (AVX2),
+// and panels a multiple of 4 KiB apart share L1 sets and alias in store-to-load forwarding.
+inline int64_t panel_stride(int64_t K) { return K * kLanes + 8; }
+inline size_t panel_index(int64_t K, int64_t k, int64_t v) {
+  return static_cast<size_t>((v / kLanes) * panel_stride(K) + k * kLanes + v % kLanes);
 }
 
-// dd, pass 1: S[k,:] = S[k,:] * a[k] (DWTimesDW); (sh, sl)[:] += S[k,:] * b[k].
-template <int R>
-DG_KERNEL void dd_pass1(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict a,
-                        const DD* __restrict b, double* __restrict sh, double* __restrict sl) {
-  for (int64_t v = 0; v < V; ++v) {
-    double h = sh[v], l = sl[v];
-    for (int i = 0; i < R; ++i) {
-      DD x = dw_times_dw(DD(xh[i * V + v], xl[i * V + v]), a[i]);
-      xh[i * V + v] = x.hi;
-      xl[i * V + v] = x.lo;
-      dd_accumulate(h, l, x, b[i]);
-    }
-    sh[v] = h;
-    sl[v] = l;
+// f64: the write S + bk r is one fma; both reductions are blocked compensated sums (FABsum:
+// P. Blanchard, N. J. Higham, T. Mary, "A class of fast and accurate summation algorithms", SIAM J.
+// Sci. Comput. 42(3), 2020): per lane, the products of kF64Block consecutive rows are summed by an
+// fma chain from zero, and each block sum is added to the lane's (sum, err) pair by TwoSum, the
+// errors summed in err; the result is sum + err. Error bound, u = 2^-53, n = K terms x_k y_k:
+//   |res - x^T y| <= u |x^T y| + (kF64Block u + O(n u^2)) sum |x_k y_k|,
+// independent of n to first order, where plain recursive summation has n u. That is the size of
+// the error the state carries anyway (every element is rounded at each decay and write, u |S_kv|),
+// so a twice-working-precision dot product (Dot2) would only add cost: its extra digits are below
+// the state's own rounding. Blocks: rows [0, B), [B, 2B), ... (the last one shorter).
+constexpr int kF64Block = 32;
+
+// One token over G panels at sp (panel_stride apart): write-and-read with bk, r, q into out, and/or
+// decay-and-project with a, kn into acc (r, out, acc: G L lanes).
+template <bool kWrite, bool kNext, int G>
+inline void f64_panels(double* __restrict sp, int64_t K, const double* __restrict bk, const double* __restrict r,
+                       const double* __restrict q, double* __restrict out, const double* __restrict a,
+                       const double* __restrict kn, double* __restrict acc) {
+  const int64_t stride = panel_stride(K);
+  VD rv[G], os[G], oe[G], ps[G], pe[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    rv[g] = kWrite ? VD::load(r + g * kLanes) : VD::zero();
+    os[g] = oe[g] = ps[g] = pe[g] = VD::zero();
   }
-}
-// dd, pass 2: S[k,:] = S[k,:] + bk[k] * r[:]; (sh, sl)[:] += S[k,:] * q[k]. The write's error is
-// below 3u^2 (|S| + |bk r|) (u = 2^-53): the componentwise bound of an accumulation at 2^-106.
-template <int R>
-DG_KERNEL void dd_pass2(double* __restrict xh, double* __restrict xl, int64_t V, const DD* __restrict bk,
-                        const DD* __restrict q, const double* __restrict rh, const double* __restrict rl,
-                        double* __restrict sh, double* __restrict sl) {
-  for (int64_t v = 0; v < V; ++v) {
-    double h = sh[v], l = sl[v];
-    const DD rv(rh[v], rl[v]);
-    for (int i = 0; i < R; ++i) {
-      // p = bk * r: TwoProd of the high parts plus the cross terms (DWTimesDW2, unnormalized)
-      const double ph = bk[i].hi * rv.hi;
-      const double pl = std::fma(bk[i].hi, rv.hi, -ph) + std::fma(bk[i].lo, rv.hi, bk[i].hi * rv.lo);
-      // S + p: TwoSum of the high parts, low parts added, TwoSum to normalize
-      const DD s = two_sum(xh[i * V + v], ph);
-      const DD x = two_sum(s.hi, s.lo + (xl[i * V + v] + pl));
-      xh[i * V + v] = x.hi;
-      xl[i * V + v] = x.lo;
-      dd_accumulate(h, l, x, q[i]);
+  auto block = [&](int64_t k0, int64_t n) {
+    VD ob[G], pb[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) ob[g] = pb[g] = VD::zero();
+#pragma GCC unroll 8
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = k0 + i;
+      const VD vb = kWrite ? VD::set1(bk[k]) : VD::zero(), vq = kWrite ? VD::set1(q[k]) : VD::zero();
+      const VD va = kNext ? VD::set1(a[k]) : VD::zero(), vk = kNext ? VD::set1(kn[k]) : VD::zero();
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        double* e = sp + g * stride + k * kLanes;
+        VD x = VD::load(e);
+        if constexpr (kWrite) {
+          x = fma(vb, rv[g], x);
+          ob[g] = fma(x, vq, ob[g]);
+        }
+        if constexpr (kNext) {
+          x = x * va;
+          pb[g] = fma(x, vk, pb[g]);
+        }
+        x.store(e);
+      }
     }
-    sh[v] = h;
-    sl[v] = l;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      VD t, err;
+      if constexpr (kWrite) {
+        simd::two_sum(os[g], ob[g], t, err);
+        os[g] = t;
+        oe[g] = oe[g] + err;
+      }
+      if constexpr (kNext) {
+        simd::two_sum(ps[g], pb[g], t, err);
+        ps[g] = t;
+        pe[g] = pe[g] + err;
+      }
+    }
+  };
+  int64_t k0 = 0;
+  for (; k0 + kF64Block <= K; k0 += kF64Block) block(k0, kF64Block);
+  if (k0 < K) block(k0, K - k0);
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    if constexpr (kWrite) (os[g] + oe[g]).store(out + g * kLanes);
+    if constexpr (kNext) (ps[g] + pe[g]).store(acc + g * kLanes);
   }
 }
 
-// f64: the state update is one fma, both reductions are Dot2 per lane (TwoProd of the product,
-// TwoSum into the lane's sum, errors summed in a second lane).
+// A token block over the G panels at sp (columns c0 .. c0 + G L): r = v - acc per token, then
+// write-and-read, and the next token's decay-and-project where there is one.
+template <int G>
+DG_KERNEL void f64_block(double* __restrict sp, int64_t K, const TokenBlock<double>& b, int64_t c0) {
+  constexpr int W = G * kLanes;
+  alignas(64) double r[W], acc[W];
+  for (int l = 0; l < W; ++l) acc[l] = b.acc[c0 + l];
+  for (int64_t i = 0; i < b.n; ++i) {
+    const Token<double>& t = b.tok[i];
+    for (int l = 0; l < W; ++l) r[l] = t.v[static_cast<size_t>(c0 + l)] - acc[l];
+    double* out = b.o + i * b.Vpad + c0;
+    if (i + 1 < b.n || b.has_next) {
+      const Token<double>& u = b.tok[i + 1];
+      f64_panels<true, true, G>(sp, K, t.bk.data(), r, t.q.data(), out, u.alpha.data(), u.kk.data(), acc);
+    } else {
+      f64_panels<true, false, G>(sp, K, t.bk.data(), r, t.q.data(), out, nullptr, nullptr, nullptr);
+    }
+  }
+  for (int l = 0; l < W; ++l) b.acc[c0 + l] = acc[l];
+}
+
 class F64State {
  public:
-  F64State(int64_t K, int64_t V)
-      : K_(K), V_(V), s_(static_cast<size_t>(K * V), 0.0), sum_(static_cast<size_t>(V)), err_(static_cast<size_t>(V)) {}
-  void set(int64_t k, int64_t v, double x) { s_[static_cast<size_t>(k * V_ + v)] = x; }
-  double get(int64_t k, int64_t v) const { return s_[static_cast<size_t>(k * V_ + v)]; }
+  F64State(int64_t K, int64_t V) : K_(K), V_(V), P_(panels(V)), s_(static_cast<size_t>(P_ * panel_stride(K)), 0.0) {}
+  void set(int64_t k, int64_t v, double x) { s_[panel_index(K_, k, v)] = x; }
+  double get(int64_t k, int64_t v) const { return s_[panel_index(K_, k, v)]; }
 
+  // acc: Vpad >= P L elements (the padding receives zeros).
   void decay_project(const double* alpha, const double* kk, double* acc) {
-    std::fill(sum_.begin(), sum_.end(), 0.0);
-    std::fill(err_.begin(), err_.end(), 0.0);
-    int64_t k = 0;
-    for (; k + kRows <= K_; k += kRows) f64_pass1<kRows>(row(k), V_, alpha + k, kk + k, sum_.data(), err_.data());
-    for (; k < K_; ++k) f64_pass1<1>(row(k), V_, alpha + k, kk + k, sum_.data(), err_.data());
-    for (int64_t v = 0; v < V_; ++v) acc[v] = sum_[static_cast<size_t>(v)] + err_[static_cast<size_t>(v)];
+    for (int64_t pn = 0; pn < P_; ++pn)
+      f64_panels<false, true, 1>(panel(pn), K_, nullptr, nullptr, nullptr, nullptr, alpha, kk, acc + pn * kLanes);
   }
-  void write_read(const double* bk, const double* r, const double* q, double* out) {
-    std::fill(sum_.begin(), sum_.end(), 0.0);
-    std::fill(err_.begin(), err_.end(), 0.0);
-    int64_t k = 0;
-    for (; k + kRows <= K_; k += kRows) f64_pass2<kRows>(row(k), V_, bk + k, q + k, r, sum_.data(), err_.data());
-    for (; k < K_; ++k) f64_pass2<1>(row(k), V_, bk + k, q + k, r, sum_.data(), err_.data());
-    for (int64_t v = 0; v < V_; ++v) out[v] = sum_[static_cast<size_t>(v)] + err_[static_cast<size_t>(v)];
+  void run_block(const TokenBlock<double>& b) {
+    int64_t pn = 0;
+    for (; pn + kGroupF64 <= P_; pn += kGroupF64) f64_block<kGroupF64>(panel(pn), K_, b, pn * kLanes);
+    for (; pn < P_; ++pn) f64_block<1>(panel(pn), K_, b, pn * kLanes);
   }
 
  private:
-  static constexpr int kRows = 4;
-  double* row(int64_t k) { return s_.data() + k * V_; }
-  int64_t K_, V_;
-  AlignedVec s_, sum_, err_;
+  double* panel(int64_t pn) { return s_.data() + pn * panel_stride(K_); }
+  int64_t K_, V_, P_;
+  AlignedVec s_;
 };
 
-// dd: the state as structure-of-arrays (hi[], lo[]), normalized after every update: DWTimesDW for
-// the decay, the product-and-TwoSum write of dd_pass2; the reductions keep a (hi, lo) pair per lane
-// (dd_accumulate), normalized by one TwoSum at the end.
+// dd lane accumulator on vectors: (h, l) += x * b, the operations of dd_accumulate.
+inline void dd_accumulate(VD& h, VD& l, VD xh, VD xl, VD bh, VD bl) {
+  const VD ph = xh * bh;
+  const VD pl = fms(xh, bh, ph) + fma(xl, bh, xh * bl);
+  VD s, e;
+  simd::two_sum(h, ph, s, e);
+  h = s;
+  l = l + (e + pl);
+}
+
+// dd: the state as two panel arrays (hi, lo), normalized after every update. Per element:
+//   decay  S = S * a (DWTimesDW3);
+//   write  S = S + bk r: p = bk r as TwoProd of the high parts plus the cross terms (unnormalized),
+//          TwoSum of the high parts, low parts added, TwoSum to normalize; its error is below
+//          3u^2 (|S| + |bk r|) (u = 2^-53), the componentwise bound of an accumulation at 2^-106;
+// and each reduction keeps a (hi, lo) pair per lane (dd_accumulate), normalized by one TwoSum at
+// the end. Rows in increasing order.
+// One token over the panel at (xh, xl). With both halves, row k's write-and-read is issued beside row
+// k - 1's decay-and-project (a software pipeline of two stages): the two dependency chains are
+// independent, and each element still sees write, read, decay, project in that order.
+template <bool kWrite, bool kNext>
+inline void dd_panel(double* __restrict xh, double* __restrict xl, int64_t K, const DD* __restrict bk,
+                     const double* __restrict rh, const double* __restrict rl, const DD* __restrict q,
+                     double* __restrict oh, double* __restrict ol, const DD* __restrict a,
+                     const DD* __restrict kn, double* __restrict ah, double* __restrict al) {
+  const VD rvh = kWrite ? VD::load(rh) : VD::zero(), rvl = kWrite ? VD::load(rl) : VD::zero();
+  VD o1 = VD::zero(), o2 = VD::zero(), p1 = VD::zero(), p2 = VD::zero();
+  // S = S + bk r, then (o1, o2) += S q[k]
+  auto write_read = [&](int64_t k, VD& h, VD& l) {
+    const VD bh = VD::set1(bk[k].hi), bl = VD::set1(bk[k].lo);
+    const VD ph = bh * rvh;
+    const VD pl = fms(bh, rvh, ph) + fma(bl, rvh, bh * rvl);
+    VD s, e;
+    simd::two_sum(h, ph, s, e);
+    simd::two_sum(s, e + (l + pl), h, l);
+    dd_accumulate(o1, o2, h, l, VD::set1(q[k].hi), VD::set1(q[k].lo));
+  };
+  // S = S a[k] (DWTimesDW3: TwoProd of the high parts, cross terms by fma, FastTwoSum), then
+  // (p1, p2) += S kn[k]
+  auto decay_project = [&](int64_t k, VD& h, VD& l) {
+    const VD yh = VD::set1(a[k].hi), yl = VD::set1(a[k].lo);
+    const VD ch = h * yh;
+    const VD cl = fms(h, yh, ch);
+    const VD cl3 = cl + fma(l, yh, fma(h, yl, l * yl));
+    h = ch + cl3;
+    l = cl3 - (h - ch);
+    dd_accumulate(p1, p2, h, l, VD::set1(kn[k].hi), VD::set1(kn[k].lo));
+  };
+  if constexpr (kWrite && kNext) {
+    VD wh = VD::load(xh), wl = VD::load(xl);   // row k - 1, written and read, awaiting its decay
+    write_read(0, wh, wl);
+    for (int64_t k = 1; k < K; ++k) {
+      VD h = VD::load(xh + k * kLanes), l = VD::load(xl + k * kLanes);
+      write_read(k, h, l);
+      decay_project(k - 1, wh, wl);
+      wh.store(xh + (k - 1) * kLanes);
+      wl.store(xl + (k - 1) * kLanes);
+      wh = h;
+      wl = l;
+    }
+    decay_project(K - 1, wh, wl);
+    wh.store(xh + (K - 1) * kLanes);
+    wl.store(xl + (K - 1) * kLanes);
+  } else {
+    for (int64_t k = 0; k < K; ++k) {
+      VD h = VD::load(xh + k * kLanes), l = VD::load(xl + k * kLanes);
+      if constexpr (kWrite) write_read(k, h, l);
+      if constexpr (kNext) decay_project(k, h, l);
+      h.store(xh + k * kLanes);
+      l.store(xl + k * kLanes);
+    }
+  }
+  VD s, e;
+  if constexpr (kWrite) {
+    simd::two_sum(o1, o2, s, e);
+    s.store(oh);
+    e.store(ol);
+  }
+  if constexpr (kNext) {
+    simd::two_sum(p1, p2, s, e);
+    s.store(ah);
+    e.store(al);
+  }
+}
+
+// A token block over the panel at (xh, xl) (columns c0 .. c0 + L): r = v - acc per token, then
+// write-and-read, and the next token's decay-and-project where there is one.
+DG_KERNEL void dd_block(double* __restrict xh, double* __restrict xl, int64_t K, const TokenBlock<DD>& b, int64_t c0) {
+  alignas(64) double rh[kLanes], rl[kLanes], oh[kLanes], ol[kLanes], ah[kLanes], al[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    ah[l] = b.acc[c0 + l].hi;
+    al[l] = b.acc[c0 + l].lo;
+  }
+  for (int64_t i = 0; i < b.n; ++i) {
+    const Token<DD>& t = b.tok[i];
+    for (int l = 0; l < kLanes; ++l) {   // r = v - acc in dd (v a double), as the generic loop does
+      const DD r = t.v[static_cast<size_t>(c0 + l)] - DD(ah[l], al[l]);
+      rh[l] = r.hi;
+      rl[l] = r.lo;
+    }
+    if (i + 1 < b.n || b.has_next) {
+      const Token<DD>& u = b.tok[i + 1];
+      dd_panel<true, true>(xh, xl, K, t.bk.data(), rh, rl, t.q.data(), oh, ol, u.alpha.data(), u.kk.data(), ah, al);
+    } else {
+      dd_panel<true, false>(xh, xl, K, t.bk.data(), rh, rl, t.q.data(), oh, ol, nullptr, nullptr, nullptr, nullptr);
+    }
+    DD* out = b.o + i * b.Vpad + c0;
+    for (int l = 0; l < kLanes; ++l) out[l] = DD(oh[l], ol[l]);
+  }
+  for (int l = 0; l < kLanes; ++l) b.acc[c0 + l] = DD(ah[l], al[l]);
+}
+
 class DDState {
  public:
   DDState(int64_t K, int64_t V)
-      : K_(K), V_(V), hi_(static_cast<size_t>(K * V), 0.0), lo_(static_cast<size_t>(K * V), 0.0),
-        sh_(static_cast<size_t>(V)), sl_(static_cast<size_t>(V)), rh_(static_cast<size_t>(V)), rl_(static_cast<size_t>(V)) {}
+      : K_(K), V_(V), P_(panels(V)), hi_(static_cast<size_t>(P_ * panel_stride(K)), 0.0), lo_(hi_.size(), 0.0) {}
   void set(int64_t k, int64_t v, double x) {
-    hi_[static_cast<size_t>(k * V_ + v)] = x;
-    lo_[static_cast<size_t>(k * V_ + v)] = 0.0;
+    hi_[panel_index(K_, k, v)] = x;
+    lo_[panel_index(K_, k, v)] = 0.0;
   }
-  DD get(int64_t k, int64_t v) const { return {hi_[static_cast<size_t>(k * V_ + v)], lo_[static_cast<size_t>(k * V_ + v)]}; }
+  DD get(int64_t k, int64_t v) const { return {hi_[panel_index(K_, k, v)], lo_[panel_index(K_, k, v)]}; }
 
   void decay_project(const DD* alpha, const DD* kk, DD* acc) {
-    std::fill(sh_.begin(), sh_.end(), 0.0);
-    std::fill(sl_.begin(), sl_.end(), 0.0);
-    int64_t k = 0;
-    for (; k + kRows <= K_; k += kRows) dd_pass1<kRows>(hi(k), lo(k), V_, alpha + k, kk + k, sh_.data(), sl_.data());
-    for (; k < K_; ++k) dd_pass1<1>(hi(k), lo(k), V_, alpha + k, kk + k, sh_.data(), sl_.data());
-    for (int64_t v = 0; v < V_; ++v) acc[v] = two_sum(sh_[static_cast<size_t>(v)], sl_[static_cast<size_t>(v)]);
-  }
-  void write_read(const DD* bk, const DD* r, const DD* q, DD* out) {
-    std::fill(sh_.begin(), sh_.end(), 0.0);
-    std::fill(sl_.begin(), sl_.end(), 0.0);
-    for (int64_t v = 0; v < V_; ++v) {
-      rh_[static_cast<size_t>(v)] = r[v].hi;
-      rl_[static_cast<size_t>(v)] = r[v].lo;
+    alignas(64) double ah[kLanes], al[kLanes];
+    for (int64_t pn = 0; pn < P_; ++pn) {
+      dd_panel<false, true>(hi(pn), lo(pn), K_, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, alpha, kk, ah,
+                            al);
+      for (int l = 0; l < kLanes; ++l) acc[pn * kLanes + l] = DD(ah[l], al[l]);
     }
-    int64_t k = 0;
-    for (; k + kRows <= K_; k += kRows)
-      dd_pass2<kRows>(hi(k), lo(k), V_, bk + k, q + k, rh_.data(), rl_.data(), sh_.data(), sl_.data());
-    for (; k < K_; ++k) dd_pass2<1>(hi(k), lo(k), V_, bk + k, q + k, rh_.data(), rl_.data(), sh_.data(), sl_.data());
-    for (int64_t v = 0; v < V_; ++v) out[v] = two_sum(sh_[static_cast<size_t>(v)], sl_[static_cast<size_t>(v)]);
+  }
+  void run_block(const TokenBlock<DD>& b) {
+    for (int64_t pn = 0; pn < P_; ++pn) dd_block(hi(pn), lo(pn), K_, b, pn * kLanes);
   }
 
  private:
-  static constexpr int kRows = 2;
-  double* hi(int64_t k) { return hi_.data() + k * V_; }
-  double* lo(int64_t k) { return lo_.data() + k * V_; }
-  int64_t K_, V_;
-  AlignedVec hi_, lo_, sh_, sl_, rh_, rl_;
+  double* hi(int64_t pn) { return hi_.data() + pn * panel_stride(K_); }
+  double* lo(int64_t pn) { return lo_.data() + pn * panel_stride(K_); }
+  int64_t K_, V_, P_;
+  AlignedVec hi_, lo_;
 };
 
 // --- the driver ---------------------------------------------------------------------------------
@@ -355,6 +527,11 @@ struct Ctx {
 // Reads elements [offset, offset + buf.size()) of t and rejects NaN/Inf.
 void read_finite(const Tensor& t, const char* name, int64_t offset, std::span<double> buf) {
   t.read(offset, buf);
+  // Exponent field all ones = Inf or NaN; an OR over the row (vectorizes), then the search.
+  constexpr uint64_t kExp = 0x7ff0000000000000ull;
+  uint64_t bad = 0;
+  for (double x : buf) bad |= (std::bit_cast<uint64_t>(x) & kExp) == kExp;
+  if (bad == 0) return;
   for (size_t i = 0; i < buf.size(); ++i) {
     if (!std::isfinite(buf[i])) bad_value(name, t, offset + static_cast<int64_t>(i), buf[i]);
   }
@@ -396,54 +573,76 @@ void run_head(const Ctx& c, int64_t n, int64_t hv) {
   const int64_t count = c.opt.max_tokens >= 0 ? std::min(len, c.opt.max_tokens) : len;
   const double scale = p.scale_value();
   const auto Ks = static_cast<size_t>(K), Vs = static_cast<size_t>(V);
-  std::vector<double> qd(Ks), kd(Ks), vd(Vs), gd(Ks);
-  std::vector<Real> q(Ks), kk(Ks), alpha(Ks), bk(Ks), acc(Vs), r(Vs), o(Vs);
-  KdaReferenceResult& out = *c.out;
-  for (int64_t tok = begin; tok < begin + count; ++tok) {
+  const int64_t Vpad = (V + 7) / 8 * 8;   // whole panels of any vector width up to 8 doubles
+  std::vector<double> qd(Ks), kd(Ks), gd(Ks);
+  auto prepare = [&](int64_t tok, Token<Real>& x) {
+    x.q.resize(Ks);
+    x.kk.resize(Ks);
+    x.alpha.resize(Ks);
+    x.bk.resize(Ks);
+    x.v.resize(static_cast<size_t>(Vpad), 0.0);   // the padding stays zero
     read_finite(*c.q, "q", (tok * H + h) * K, qd);
     read_finite(*c.k, "k", (tok * H + h) * K, kd);
-    read_finite(*c.v, "v", (tok * HV + hv) * V, vd);
+    read_finite(*c.v, "v", (tok * HV + hv) * V, std::span<double>(x.v.data(), Vs));
     read_finite(*c.g, "g", (tok * HV + hv) * K, gd);
     double bd = 0.0;
     read_finite(*c.beta, "beta", tok * HV + hv, std::span<double>(&bd, 1));
     for (size_t i = 0; i < Ks; ++i) {
-      q[i] = Real(qd[i]);
-      kk[i] = Real(kd[i]);
+      x.q[i] = Real(qd[i]);
+      x.kk[i] = Real(kd[i]);
     }
     if (p.qk_l2norm) {
-      l2norm(q.data(), K);
-      l2norm(kk.data(), K);
+      l2norm(x.q.data(), K);
+      l2norm(x.kk.data(), K);
     }
-    for (size_t i = 0; i < Ks; ++i) q[i] *= scale;
+    for (size_t i = 0; i < Ks; ++i) x.q[i] *= scale;
     // gate, then alpha = exp(g)
     for (size_t i = 0; i < Ks; ++i) {
       switch (p.gate) {
-        case KdaGate::pregated: alpha[i] = Real(gd[i]); break;
-        case KdaGate::softplus: alpha[i] = -(ea * softplus(Real(gd[i]) + dtb[i])); break;
+        case KdaGate::pregated: x.alpha[i] = Real(gd[i]); break;
+        case KdaGate::softplus: x.alpha[i] = -(ea * softplus(Real(gd[i]) + dtb[i])); break;
         case KdaGate::lower_bound: {
           Real z = Real(gd[i]) + dtb[i];
           if (p.use_A_log) z = ea * z;
-          alpha[i] = p.lower_bound * sigmoid(z);
+          x.alpha[i] = p.lower_bound * sigmoid(z);
           break;
         }
       }
     }
-    exp_all(alpha.data(), K);
+    exp_all(x.alpha.data(), K);
     Real beta(bd);
     if (p.beta == KdaBeta::sigmoid) beta = sigmoid(beta);
     if (p.beta == KdaBeta::sigmoid2) beta = 2.0 * sigmoid(beta);
+    for (size_t i = 0; i < Ks; ++i) x.bk[i] = beta * x.kk[i];
+  };
 
-    st.decay_project(alpha.data(), kk.data(), acc.data());
-    for (size_t j = 0; j < Vs; ++j) r[j] = vd[j] - acc[j];
-    for (size_t i = 0; i < Ks; ++i) bk[i] = beta * kk[i];
-    st.write_read(bk.data(), r.data(), q.data(), o.data());
-
-    const auto base = static_cast<size_t>((tok * HV + hv) * V);
-    for (size_t j = 0; j < Vs; ++j) {
-      double x0 = to_odd(o[j]);
-      out.o[base + j] = x0;
-      if (c.opt.tails) tail_of(o[j], x0, &out.o_tail[2 * (base + j)]);
+  // Blocks of kTokenBlock tokens; tok[0] is the block's first token, already decayed and projected
+  // (acc), and tok[n] the next block's first, prepared ahead for the last token's fused sweep.
+  constexpr int64_t kTokenBlock = 32;
+  std::vector<Token<Real>> tok(static_cast<size_t>(kTokenBlock + 1));
+  std::vector<Real> acc(static_cast<size_t>(Vpad), Real(0.0)), o(static_cast<size_t>(kTokenBlock * Vpad), Real(0.0));
+  const int64_t stop = begin + count;
+  if (count > 0) {
+    prepare(begin, tok[0]);
+    st.decay_project(tok[0].alpha.data(), tok[0].kk.data(), acc.data());
+  }
+  KdaReferenceResult& out = *c.out;
+  for (int64_t b0 = begin; b0 < stop;) {
+    const int64_t n = std::min(kTokenBlock, stop - b0);
+    const bool has_next = b0 + n < stop;
+    for (int64_t i = 1; i < n + (has_next ? 1 : 0); ++i) prepare(b0 + i, tok[static_cast<size_t>(i)]);
+    st.run_block(TokenBlock<Real>{tok.data(), n, has_next, acc.data(), o.data(), Vpad});
+    for (int64_t i = 0; i < n; ++i) {
+      const auto base = static_cast<size_t>(((b0 + i) * HV + hv) * V);
+      const Real* oi = o.data() + i * Vpad;
+      for (size_t j = 0; j < Vs; ++j) {
+        double x0 = to_odd(oi[j]);
+        out.o[base + j] = x0;
+        if (c.opt.tails) tail_of(oi[j], x0, &out.o_tail[2 * (base + j)]);
+      }
     }
+    if (has_next) std::swap(tok[0], tok[static_cast<size_t>(n)]);
+    b0 += n;
   }
   if (count < len && !c.opt.state_after_prefix) return;  // ht stays NaN
   for (int64_t k = 0; k < K; ++k) {

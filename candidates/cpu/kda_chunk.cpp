@@ -72,12 +72,16 @@ constexpr int64_t kChunk = 64;
 constexpr int64_t kSub = 16;   // sub-block of the intra-chunk products
 constexpr int64_t kHalf = 8;   // split of a diagonal sub-block
 
-// Per-thread scratch of one (sequence, value head) pair; rows padded to a multiple of 16 with zeros.
+// Per-thread scratch of one (sequence, value head) pair, or of a range of its columns: V is the
+// range's width (Vp rounded up to 16), Vfull the head's (for the row of v a token read fills). Rows
+// padded to a multiple of 16 with zeros.
 struct ChunkScratch {
   int64_t K, V, Kp, Vp, KVp;
-  Buffer S, Sb, Q, Kn, G, Rs, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg;
-  ChunkScratch(int64_t K_, int64_t V_) : K(K_), V(V_), Kp(round_up16(K_)), Vp(round_up16(V_)), KVp(Kp + Vp) {
+  Buffer S, Sb, Q, Kn, G, Rs, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg, vrow;
+  ChunkScratch(int64_t K_, int64_t V_, int64_t Vfull)
+      : K(K_), V(V_), Kp(round_up16(K_)), Vp(round_up16(V_)), KVp(Kp + Vp) {
     auto mk = [](int64_t n) { return make_buffer(static_cast<size_t>(n)); };
+    vrow = mk(round_up16(Vfull));
     S = mk(K * Vp);   Sb = mk(K * Vp);
     Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Rs = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
     Y = mk(kChunk * KVp);  WQ = mk(2 * kChunk * Kp);  U = mk(kChunk * Vp);  Kg = mk(kChunk * Kp);
@@ -210,25 +214,30 @@ void invert_unit_lower(ChunkScratch& w, int64_t c) {
     for (int64_t i = 0; i < c; ++i) st_row<true>(X + i * kChunk, i);
 }
 
+// Columns [cols.c0, cols.c1) of pair (n, hv); w sized for at least that width.
 template <bool kBf16>
 void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tensor& o, Tensor& ht, int64_t n,
-                int64_t hv, ChunkScratch& w) {
-  const int64_t K = p.K, V = p.V, HV = p.HV, Kp = w.Kp, Vp = w.Vp, KVp = w.KVp;
+                int64_t hv, ColumnRange cols, ChunkScratch& w) {
+  const int64_t K = p.K, V = cols.width(), HV = p.HV, Kp = w.Kp, Vp = round_up16(V), KVp = Kp + Vp;
   const float scale = static_cast<float>(p.scale_value());
   float *S = w.S.get(), *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *Vb = w.Vb.get(), *beta = w.beta.get();
   float *Y = w.Y.get(), *WQ = w.WQ.get(), *U = w.U.get(), *Kg = w.Kg.get(), *Vn = w.Vn.get(), *Ob = w.Ob.get();
   float *eg = w.eg.get(), *pack = w.pack.get();
   const float* Sb = kBf16 ? w.Sb.get() : S;
-  if (h0) load_state(*h0, n, hv, p, S, Vp);
-  else std::fill(S, S + K * Vp, 0.0f);
+  // (The scratch may have served a wider range before: its padding columns are zeroed here.)
+  std::fill(S, S + K * Vp, 0.0f);
+  if (h0) load_state(*h0, n, hv, p, S, Vp, cols.c0, cols.c1);
   TokenReader reader(p, in, hv, /*fold_scale=*/!kBf16, /*bf16_storage=*/kBf16);
   const int64_t end = p.seq_end(n);
 
   for (int64_t t0 = p.seq_begin(n); t0 < end; t0 += kChunk) {
     const int64_t c = std::min(kChunk, end - t0);
     // Rows in, then the chunk-local inclusive cumsum of g.
-    for (int64_t i = 0; i < c; ++i)
-      beta[i] = reader.load(t0 + i, Q + i * Kp, Kn + i * Kp, Vb + i * Vp, G + i * Kp);
+    for (int64_t i = 0; i < c; ++i) {
+      beta[i] = reader.load(t0 + i, Q + i * Kp, Kn + i * Kp, w.vrow.get(), G + i * Kp);
+      std::copy_n(w.vrow.get() + cols.c0, V, Vb + i * Vp);
+      std::fill(Vb + i * Vp + V, Vb + (i + 1) * Vp, 0.0f);
+    }
     // The suffix sums gamma - G_i = sum_{s > i} g_s by their own reverse scan, before G is summed:
     // as a difference of two inclusive sums they would lose |G| 2^-24 to cancellation, the largest
     // error of the state update for channels that decay fast (the reverse-cumsum pitfall).
@@ -286,7 +295,7 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     });
     for (int64_t i = 0; i < c; ++i) {
       st_row<kBf16>(Ob + i * Vp, V);
-      store_row(o, ((t0 + i) * HV + hv) * V, V, Ob + i * Vp);
+      store_row(o, ((t0 + i) * HV + hv) * p.V + cols.c0, V, Ob + i * Vp);
     }
 
     // S <- diag(exp(gamma)) S + (k exp(gamma - G))^T V'.
@@ -299,7 +308,7 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
       (ld(dst) + acc).store(dst);
     });
   }
-  store_state(ht, n, hv, p, S, Vp);
+  store_state(ht, n, hv, p, S, Vp, cols.c0, cols.c1);
 }
 
 template <bool kBf16>
@@ -314,11 +323,18 @@ void kda_chunk(const KdaParams& p, const TensorMap& in, TensorMap& out) {
     h0 = &it->second;
   }
   const double flops_per_pair = p.flops_per_token_head() * static_cast<double>(p.B * p.T) / static_cast<double>(N);
+  const int64_t parts = column_parts(N * HV, p.V, p.B * p.T / N);
   for_each_pair(
-      N * HV, flops_per_pair, [&] { return ChunkScratch(p.K, p.V); },
-      [&](int64_t pair, ChunkScratch& w) {
+      N * HV * parts, flops_per_pair / static_cast<double>(parts),
+      [&] {
+        int64_t widest = 0;
+        for (int64_t part = 0; part < parts; ++part) widest = std::max(widest, column_range(p.V, parts, part).width());
+        return ChunkScratch(p.K, widest, p.V);
+      },
+      [&](int64_t item, ChunkScratch& w) {
         FlushSubnormals ftz;
-        chunk_pair<kBf16>(p, in, h0, o, ht, pair / HV, pair % HV, w);
+        const int64_t pair = item / parts;
+        chunk_pair<kBf16>(p, in, h0, o, ht, pair / HV, pair % HV, column_range(p.V, parts, item % parts), w);
       });
 }
 

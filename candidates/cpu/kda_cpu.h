@@ -87,9 +87,34 @@ class TokenReader {
 void recurrent_step(float* S, int64_t ldS, int64_t K, int64_t V, const float* q, const float* k,
                     const float* v, const float* g, float beta, float* o, float* work);
 
-// State of pair (slot, hv) of a [N,HV,K,V] (or [N,HV,V,K]) tensor <-> K rows of stride ldS.
-void load_state(const Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, float* S, int64_t ldS);
-void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const float* S, int64_t ldS);
+// Columns [c0, c1) of the state of pair (slot, hv) of a [N,HV,K,V] (or [N,HV,V,K]) tensor <-> K rows
+// of stride ldS (column c0 at S[d * ldS]); c1 < 0: through V.
+void load_state(const Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, float* S, int64_t ldS,
+                int64_t c0 = 0, int64_t c1 = -1);
+void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const float* S, int64_t ldS,
+                 int64_t c0 = 0, int64_t c1 = -1);
+
+// Splitting one (sequence, head) pair over cores. Column v of the state only ever meets column v of
+// v, r and o (q, k, g and beta are shared by all columns), so disjoint column ranges of a pair are
+// independent computations, each giving exactly the bits the whole pair would. When a case has
+// fewer pairs than threads (one long sequence of one head), each pair is split into `parts` ranges
+// of whole 16-column blocks; each range repeats the per-token work shared by all columns (token
+// preparation, and in the chunked form the intra-chunk products), so a split pays only for long
+// sequences (kMinTokensToSplit).
+struct ColumnRange {
+  int64_t c0 = 0, c1 = 0;
+  int64_t width() const { return c1 - c0; }
+};
+inline int64_t column_parts(int64_t pairs, int64_t V, int64_t tokens_per_pair) {
+  constexpr int64_t kMinTokensToSplit = 1024;
+  const int64_t hw = std::max(1, num_threads());
+  if (pairs >= hw || tokens_per_pair < kMinTokensToSplit) return 1;
+  return std::max<int64_t>(1, std::min(hw / pairs, (V + 15) / 16));
+}
+inline ColumnRange column_range(int64_t V, int64_t parts, int64_t part) {
+  const int64_t blocks = (V + 15) / 16;
+  return {16 * (blocks * part / parts), std::min(V, 16 * (blocks * (part + 1) / parts))};
+}
 
 // Output tensor `name` of `out`, checked to have `numel` elements.
 Tensor& output(TensorMap& out, const char* name, int64_t numel);

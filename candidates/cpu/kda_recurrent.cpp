@@ -240,28 +240,32 @@ void recurrent_step(float* S, int64_t ldS, int64_t K, int64_t V, const float* q,
   }
 }
 
-void load_state(const Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, float* S, int64_t ldS) {
+void load_state(const Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, float* S, int64_t ldS, int64_t c0,
+                int64_t c1) {
   const int64_t K = p.K, V = p.V, base = (slot * p.HV + hv) * K * V;
+  if (c1 < 0) c1 = V;
   if (!p.state_v_first) {
-    for (int64_t d = 0; d < K; ++d) load_row(t, base + d * V, V, S + d * ldS);
+    for (int64_t d = 0; d < K; ++d) load_row(t, base + d * V + c0, c1 - c0, S + d * ldS);
     return;
   }
   std::vector<float> col(static_cast<size_t>(K));
-  for (int64_t j = 0; j < V; ++j) {
+  for (int64_t j = c0; j < c1; ++j) {
     load_row(t, base + j * K, K, col.data());
-    for (int64_t d = 0; d < K; ++d) S[d * ldS + j] = col[static_cast<size_t>(d)];
+    for (int64_t d = 0; d < K; ++d) S[d * ldS + (j - c0)] = col[static_cast<size_t>(d)];
   }
 }
 
-void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const float* S, int64_t ldS) {
+void store_state(Tensor& t, int64_t slot, int64_t hv, const KdaParams& p, const float* S, int64_t ldS, int64_t c0,
+                 int64_t c1) {
   const int64_t K = p.K, V = p.V, base = (slot * p.HV + hv) * K * V;
+  if (c1 < 0) c1 = V;
   if (!p.state_v_first) {
-    for (int64_t d = 0; d < K; ++d) store_row(t, base + d * V, V, S + d * ldS);
+    for (int64_t d = 0; d < K; ++d) store_row(t, base + d * V + c0, c1 - c0, S + d * ldS);
     return;
   }
   std::vector<float> col(static_cast<size_t>(K));
-  for (int64_t j = 0; j < V; ++j) {
-    for (int64_t d = 0; d < K; ++d) col[static_cast<size_t>(d)] = S[d * ldS + j];
+  for (int64_t j = c0; j < c1; ++j) {
+    for (int64_t d = 0; d < K; ++d) col[static_cast<size_t>(d)] = S[d * ldS + (j - c0)];
     store_row(t, base + j * K, K, col.data());
   }
 }
@@ -275,21 +279,25 @@ void kda_cpu_recurrent_f32(const KdaParams& p, const TensorMap& in, TensorMap& o
   Tensor& ht = output(out, "ht", N * HV * K * V);
   const Tensor* h0 = p.has_h0 ? &input(in, "h0") : nullptr;
   const double flops_per_pair = p.flops_per_token_head() * static_cast<double>(p.B * p.T) / static_cast<double>(N);
+  const int64_t parts = column_parts(N * HV, V, p.B * p.T / N);
   for_each_pair(
-      N * HV, flops_per_pair, [&] { return make_buffer(static_cast<size_t>(K * Vp + 3 * K + 3 * Vp)); },
-      [&](int64_t pair, Buffer& buf) {
-        const int64_t n = pair / HV, hv = pair % HV;
+      N * HV * parts, flops_per_pair / static_cast<double>(parts),
+      [&] { return make_buffer(static_cast<size_t>(K * Vp + 3 * K + 3 * Vp)); },
+      [&](int64_t item, Buffer& buf) {
+        const int64_t pair = item / parts, n = pair / HV, hv = pair % HV;
+        const ColumnRange cols = column_range(V, parts, item % parts);
+        const int64_t W = cols.width(), Wp = round_up16(W);
         float* S = buf.get();
         float *q = S + K * Vp, *k = q + K, *g = k + K, *v = g + K, *ob = v + Vp, *work = ob + Vp;
-        if (h0) load_state(*h0, n, hv, p, S, Vp);
-        else std::fill(S, S + K * Vp, 0.0f);
+        if (h0) load_state(*h0, n, hv, p, S, Wp, cols.c0, cols.c1);
+        else std::fill(S, S + K * Wp, 0.0f);
         TokenReader reader(p, in, hv, /*fold_scale=*/true, /*bf16_storage=*/false);
         for (int64_t tok = p.seq_begin(n); tok < p.seq_end(n); ++tok) {
           float beta = reader.load(tok, q, k, v, g);
-          recurrent_step(S, Vp, K, V, q, k, v, g, beta, ob, work);
-          store_row(o, (tok * HV + hv) * V, V, ob);
+          recurrent_step(S, Wp, K, W, q, k, v + cols.c0, g, beta, ob, work);
+          store_row(o, (tok * HV + hv) * V + cols.c0, W, ob);
         }
-        store_state(ht, n, hv, p, S, Vp);
+        store_state(ht, n, hv, p, S, Wp, cols.c0, cols.c1);
       });
 }
 

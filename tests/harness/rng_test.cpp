@@ -144,6 +144,30 @@ TEST(TensorRng, TwoObjectsAgree) {
   }
 }
 
+// The batched paths are the one-element calls, bit for bit: at any start (aligned or not with the
+// 8-lane groups), with a tail, across the 2^32 boundary of the counter's low word, and at the
+// extremes of the uniform that feed the logarithm (u0 near 0 and near 1).
+TEST(TensorRng, BatchesEqualSingleElements) {
+  const TensorRng rng(9, "kda(T=77)", "q");
+  for (uint64_t i0 : {uint64_t{0}, uint64_t{3}, uint64_t{1000}, (uint64_t{1} << 32) - 5, uint64_t{1} << 40}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{1003}}) {
+      std::vector<double> u(n), z(n);
+      rng.uniform(i0, u);
+      rng.normal(i0, z);
+      for (size_t j = 0; j < n; ++j) {
+        ASSERT_EQ(std::bit_cast<uint64_t>(u[j]), std::bit_cast<uint64_t>(rng.uniform(i0 + j))) << i0 << "+" << j;
+        ASSERT_EQ(std::bit_cast<uint64_t>(z[j]), std::bit_cast<uint64_t>(rng.normal(i0 + j))) << i0 << "+" << j;
+      }
+    }
+  }
+  // A long run: every lane position and the whole range of both uniforms get exercised.
+  constexpr size_t n = 1 << 18;
+  std::vector<double> z(n);
+  rng.normal(12345, z);
+  for (size_t j = 0; j < n; ++j)
+    ASSERT_EQ(std::bit_cast<uint64_t>(z[j]), std::bit_cast<uint64_t>(rng.normal(12345 + j))) << j;
+}
+
 struct Streams {
   std::vector<uint64_t> bits;
   std::vector<double> uniform, normal;

@@ -474,6 +474,33 @@ TEST(KdaCpuCandidates, ThreadsOverPairsGiveTheSameBits) {
   }
 }
 
+// One long sequence of one head and several threads: the columns are split between them
+// (kda_cpu.h, column_parts), and every split gives exactly the bits of the whole pair. Odd V (the
+// ranges end mid-block), both state layouts, an in-op gate and bf16 outputs for the bf16 chunk.
+TEST(KdaCpuCandidates, ColumnSplitsOfOnePairGiveTheSameBits) {
+  for (bool v_first : {false, true}) {
+    KdaParams p = params(1100, 32, 100, 1, 1);
+    p.state_v_first = v_first;
+    p.gate = KdaGate::softplus;
+    p.beta = KdaBeta::sigmoid;
+    TensorMap in = make_inputs(p, {}, 77);
+    for (KdaFn fn : kPrefill) {
+      const DType od = fn == kda_cpu_chunk_bf16 ? DType::bf16 : DType::f32;
+      set_num_threads(1);
+      ASSERT_EQ(kda_cpu::column_parts(1, p.V, p.T), 1);
+      Out one = run(fn, p, in, od);
+      for (int threads : {2, 3, 7}) {
+        set_num_threads(threads);
+        ASSERT_GT(kda_cpu::column_parts(1, p.V, p.T), 1);
+        Out split = run(fn, p, in, od);
+        EXPECT_EQ(one.o, split.o) << threads << " threads, v_first " << v_first;
+        EXPECT_EQ(one.ht, split.ht) << threads << " threads, v_first " << v_first;
+      }
+      set_num_threads(0);
+    }
+  }
+}
+
 TEST(KdaCpuCandidates, InitialStateIsUsed) {
   KdaParams p = params(5);   // short: the gates forget h0 at about e^-0.2 per token
   TensorMap in = make_inputs(p, {}, 51);
