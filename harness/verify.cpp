@@ -195,9 +195,15 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
       OutputResult r;
       r.name = name;
       r.dtype = t.dtype();
-      r.metrics = compare(values, cv, t.dtype());
+      // The drift curve is a second pass over the same elements: it runs beside compare().
       auto p = positions.find(name);
-      if (p != positions.end()) r.drift = drift_curve(values, cv, p->second.token_position, p->second.inner);
+      std::future<DriftCurve> drift;
+      if (p != positions.end())
+        drift = std::async(std::launch::async, [&] {
+          return drift_curve(values, cv, p->second.token_position, p->second.inner);
+        });
+      r.metrics = compare(values, cv, t.dtype());
+      if (drift.valid()) r.drift = drift.get();
       if (r.metrics.nonfinite_mismatch > 0)
         problems.push_back(fmt::format("{}: {} NaN/Inf positions differ from the reference (first at flat index {})",
                                        name, r.metrics.nonfinite_mismatch, r.metrics.first_mismatch));

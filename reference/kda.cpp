@@ -116,6 +116,7 @@ template <class Real> void exp_all(Real* x, int64_t n) {
 DG_KERNEL void dd_exp_core_all(DD* __restrict x, int64_t n, const dd_detail::ExpTable& t) {
   for (int64_t i = 0; i < n; ++i) x[i] = exp_core(x[i], t);
 }
+template <> void exp_all(double* x, int64_t n) { exp_all_f64(x, n); }
 template <> void exp_all(DD* x, int64_t n) {
   bool in_range = true;
   for (int64_t i = 0; i < n; ++i) in_range &= x[i].hi >= -700.0 && x[i].hi <= 700.0;
@@ -253,7 +254,10 @@ inline size_t panel_index(int64_t K, int64_t k, int64_t v) {
 // independent of n to first order, where plain recursive summation has n u. That is the size of
 // the error the state carries anyway (every element is rounded at each decay and write, u |S_kv|),
 // so a twice-working-precision dot product (Dot2) would only add cost: its extra digits are below
-// the state's own rounding. Blocks: rows [0, B), [B, 2B), ... (the last one shorter).
+// the state's own rounding. Measured against dd at T = 4096 (kimi_linear, long_memory,
+// collinear_keys, unnormalized_keys, zero_gate, neg_eigval, nonsymmetric_h0): the f64 tier's o and
+// ht agree with dd to 47.6 ... 52.9 bits with Dot2 and with FABsum alike (at most 0.75 bits apart,
+// block 32). Blocks: rows [0, B), [B, 2B), ... (the last one shorter).
 constexpr int kF64Block = 32;
 
 // One token over G panels at sp (panel_stride apart): write-and-read with bk, r, q into out, and/or

@@ -1,5 +1,7 @@
 // KDA (Kimi Delta Attention) reference: the exact FLA semantics, token by token, over a scalar Real
 // (double with compensated reductions, double-double, MPFR 127 / 256 bits, binary128).
+// The f64 and dd kernels take a block of tokens through a few state columns at a time (columns never
+// meet), so the state they touch stays in L1; the order of operations per element is unchanged.
 //
 // Cited: FLA (fla-org/flash-linear-attention) fla/ops/kda/naive.py : naive_recurrent_kda, with the
 // gates of fla/ops/kda/gate.py (naive_kda_gate, naive_kda_lowerbound_gate); our notes
@@ -28,8 +30,10 @@
 // ht[n,hv] = S after the sequence's last token. Every tier runs these loops in this order (every sum
 // in increasing index order), each operation rounded in the tier's arithmetic, with two refinements
 // in the vectorized kernels, same order:
-//   f64: the write S + bk r is one fma; sum_i x_i^2 and both state reductions use Dot2
-//        (reference/real/f64.h), "as if in twice the working precision";
+//   f64: the write S + bk r is one fma; sum_i x_i^2 uses Dot2 (reference/real/f64.h) over 8
+//        interleaved lanes; both state reductions are blocked compensated sums (FABsum, blocks of
+//        32 rows by fma, block sums added by TwoSum): error u |x^T y| + 32 u sum |x_k y_k|, the size
+//        of the state's own rounding (kda.cpp has the argument and the measurement);
 //   dd:  the reductions keep a (hi, lo) pair per lane (TwoSum of the high parts, low parts summed);
 //        the write's error is below 3u^2 (|S| + |bk r|), u = 2^-53; the state stays normalized.
 // (KdaReferenceOptions::generic_kernels runs the plain loops instead; tests compare the two.)

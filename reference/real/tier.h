@@ -1,5 +1,5 @@
 // The reference tiers: the scalar type a reference op is instantiated with.
-//   f64      double, compensated (Dot2/Neumaier) reductions      everything, full 1M-token runs
+//   f64      double, compensated reductions (FABsum, Dot2)       everything, full 1M-token runs
 //   dd       our own double-double (FMA error-free transforms)   default oracle for f32 candidates
 //   mpfr127  MPFR, 127-bit significand (MPFR's fast two-limb path) certification, escalation
 //   mpfr256  MPFR, 256-bit significand                           certification of mpfr127

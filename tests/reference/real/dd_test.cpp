@@ -286,5 +286,37 @@ TEST(F64, CompensatedSumsBeatNaive) {
   EXPECT_EQ(dot2(u, v), mpfr_get_d(exact.v, MPFR_RNDN));
 }
 
+// The f64 tier's exp against MPFR's correctly rounded one: within 0.501 ulp over the range the
+// table path takes, and std::exp's values outside it (underflow, overflow, non-finite).
+TEST(F64, VectorExpWithinHalfAnUlpAndExactFallback) {
+  Gen g(11);
+  constexpr int64_t n = 1 << 16;
+  std::vector<double> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = i < n / 2 ? g.uniform(-700, 700) : g.uniform(-12, 0.1);
+  y = x;
+  exp_all_f64(y.data(), n);
+  double worst = 0;
+  M e, d;
+  for (int64_t i = 0; i < n; ++i) {
+    mpfr_set_d(e.v, x[i], MPFR_RNDN);
+    mpfr_exp(e.v, e.v, MPFR_RNDN);   // 200-bit exp
+    const double rn = mpfr_get_d(e.v, MPFR_RNDN);
+    const double ulp = std::nextafter(rn, INFINITY) - rn;
+    mpfr_sub_d(d.v, e.v, y[i], MPFR_RNDN);
+    const double err = std::fabs(mpfr_get_d(d.v, MPFR_RNDN)) / ulp;
+    worst = std::max(worst, err);
+  }
+  EXPECT_LT(worst, 0.501);
+  EXPECT_GT(worst, 0.4);   // the test sees the final rounding
+  std::vector<double> edge = {-1000, -745.5, -701, 701, 709.7, 710, 0.0, -0.0, INFINITY, -INFINITY, NAN};
+  while (edge.size() < 40) edge.push_back(-1.0);   // whole blocks, each holding an out-of-range value
+  std::vector<double> z = edge;
+  exp_all_f64(z.data(), static_cast<int64_t>(z.size()));
+  for (size_t i = 0; i < edge.size(); ++i) {
+    if (std::isnan(edge[i])) EXPECT_TRUE(std::isnan(z[i]));
+    else EXPECT_EQ(z[i], std::exp(edge[i])) << edge[i];
+  }
+}
+
 }  // namespace
 }  // namespace dg
