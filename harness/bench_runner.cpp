@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/device_timing.h"
 #include "harness/guard.h"
 #include "harness/verify.h"
 
@@ -202,7 +203,7 @@ class Runner {
  public:
   Runner(const std::vector<const Candidate*>& cands, const Case& c, const BenchOptions& opt)
       : cands_(cands), c_(c), opt_(opt), op_(find_op(c.op())), samples_(cands.size()), cpu_(cands.size()),
-        calls_(cands.size(), 0), out_next_(cands.size(), 0), timed_count_(cands.size(), 0) {
+        device_(cands.size()), calls_(cands.size(), 0), out_next_(cands.size(), 0), timed_count_(cands.size(), 0) {
     for (const auto& [name, shape] : op_->output_shapes(c)) {
       bool inout = false;
       for (const TensorSpec& t : op_->tensors)
@@ -308,7 +309,15 @@ class Runner {
     std::vector<BenchSamples> out(cands_.size());
     for (size_t ci = 0; ci < cands_.size(); ++ci) {
       std::vector<std::string> problems = check(static_cast<int>(ci));
-      out[ci] = {cands_[ci]->name(), samples_[ci], cpu_[ci], calls_[ci], problems.empty(), ""};
+      out[ci].candidate = cands_[ci]->name();
+      out[ci].seconds = samples_[ci];
+      out[ci].cpu_seconds = cpu_[ci];
+      out[ci].wall_seconds = device_[ci].wall;
+      out[ci].throttled = device_[ci].throttled;
+      out[ci].device_peak_gbs = device_[ci].peak_gbs;
+      out[ci].device = device_[ci].device;
+      out[ci].calls = calls_[ci];
+      out[ci].outputs_consistent = problems.empty();
       if (problems.size() == 1) out[ci].inconsistency = problems[0];
       if (problems.size() > 1) out[ci].inconsistency = fmt::format("{}; and {} more", problems[0], problems.size() - 1);
     }
@@ -347,9 +356,20 @@ class Runner {
     const Candidate& cand = *cands_[static_cast<size_t>(p.cand)];
     const TensorMap& in = slots_[static_cast<size_t>(p.slot)].in;
     ++calls_[static_cast<size_t>(p.cand)];
+    DeviceTimingScope scope;
     auto t0 = Clock::now();
     invoke(cand, in, p.out);
-    return seconds_since(t0);
+    const double wall = seconds_since(t0);
+    const DeviceCall& d = scope.call();
+    if (d.launches == 0) return wall;
+    if (p.kind == CallKind::timed) {
+      DeviceRecord& r = device_[static_cast<size_t>(p.cand)];
+      r.wall.push_back(d.launch_wall_s);
+      r.throttled += d.throttled;
+      r.peak_gbs = d.peak_gbs;
+      r.device = d.device;
+    }
+    return d.device_s;
   }
 
   void invoke(const Candidate& cand, const TensorMap& in, TensorMap& out) const {
@@ -514,6 +534,13 @@ class Runner {
   std::vector<std::vector<TensorMap>> out_slots_;   // per candidate
   int64_t next_slot_ = 0;
   std::vector<std::vector<double>> samples_, cpu_;
+  struct DeviceRecord {   // device candidates: per timed call, in call order
+    std::vector<double> wall;
+    int throttled = 0;
+    double peak_gbs = 0;
+    std::string device;
+  };
+  std::vector<DeviceRecord> device_;
   std::vector<int64_t> calls_;
   std::vector<size_t> out_next_;
   std::vector<int64_t> timed_count_;

@@ -1,6 +1,10 @@
 // driftgate bench, the timing part: one timed call per sample, candidates interleaved, fresh input
 // contents and addresses for every call, and the timed calls' outputs checked afterwards.
 //
+// Device candidates (CUDA): each timed call runs inside a DeviceTimingScope, and when the call ran
+// device work its sample is the device time the candidate measured (events, L2 flushed, clock
+// checked; harness/device_timing.h), with the host wall time kept beside it.
+//
 // Timing runs through Google Benchmark used as a library (1.7.x). Each round registers one benchmark
 // per candidate at run time (benchmark::RegisterBenchmark) with Iterations(1), Repetitions(n) and
 // UseManualTime(): one repetition is one call of the candidate, timed with a steady clock around the
@@ -76,8 +80,16 @@ struct BenchOptions {
 
 struct BenchSamples {
   std::string candidate;
-  std::vector<double> seconds;       // one per timed call, in call order (the reporter's real time)
+  // One per timed call, in call order: the reporter's time, which is the call's device time for a
+  // candidate that ran device work (harness/device_timing.h) and its host wall time otherwise.
+  std::vector<double> seconds;
   std::vector<double> cpu_seconds;   // process CPU time of the same calls (all threads)
+  // Device candidates only (else empty / 0): the host wall time of each call's launches, the
+  // launches measured again after a clock drop, and the device's memory bandwidth.
+  std::vector<double> wall_seconds;
+  int throttled = 0;
+  double device_peak_gbs = 0;
+  std::string device;
   int64_t calls = 0;                 // every call time_candidates made: warm-up, timed and re-runs
   bool outputs_consistent = true;
   std::string inconsistency;         // the first problem: which call and which tensor (and how many more)

@@ -148,15 +148,21 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     std::vector<BenchSamples> samples = time_in_worker(req);
     double first_median = 0;
     for (const BenchSamples& s : samples) {
-      Throughput t = throughput_of(s.seconds, c, machine);
+      Throughput t = throughput_of(s, c, machine);
       if (first_median == 0) first_median = t.median_s;
       std::string flag = !s.outputs_consistent ? "INVALID: " + s.inconsistency
-                         : t.below_physical_bound ? "INVALID: faster than the machine's limit"
+                         : t.below_physical_bound ? std::string(t.device ? "INVALID: faster than the device's memory bandwidth"
+                                                                         : "INVALID: faster than the machine's limit")
                                                   : "PASSED";
       if (flag != "PASSED") ++failed;
       std::cout << fmt::format("  {:<24} {:>9.3f}ms [{:>9.3f}, {:>9.3f}]ms {:>6.1f}% {:>8.2f} {:>8.2f} {:>6.1f}% {:>7.2f}x  {}\n",
                                s.candidate, t.median_s * 1e3, t.lo_s * 1e3, t.hi_s * 1e3, 100 * t.noise, t.gbs, t.gflops,
                                t.pct_of_limit, first_median / t.median_s, flag);
+      if (t.device)
+        std::cout << fmt::format("  {:<24} device time (above) on {}; wall {:.3f}ms, host overhead {:.0f}%; "
+                                 "{:.0f} GB/s of {:.0f} GB/s peak; {} sample(s) re-measured after a clock drop\n",
+                                 "", s.device, t.wall_median_s * 1e3, 100 * t.host_overhead, t.gbs, t.peak_gbs,
+                                 s.throttled);
     }
     nlohmann::json j = nlohmann::json::parse(compare_py_json(samples, c, run_context(cmdline)));
     if (all.empty()) all = j;

@@ -102,8 +102,10 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
 std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, const Policy& pol) {
   std::vector<Check> out;
   out.push_back({"physical_bound", !s.below_physical_bound,
-                 s.below_physical_bound ? "INVALID: faster than this machine's peak bandwidth/compute allows"
-                                        : fmt::format("{:.0f}% of the machine's limit", s.pct_of_limit_patch)});
+                 s.below_physical_bound
+                     ? std::string(s.patch_on_device ? "INVALID: faster than the device's memory bandwidth allows"
+                                                     : "INVALID: faster than this machine's peak bandwidth/compute allows")
+                     : fmt::format("{:.0f}% of the {}'s limit", s.pct_of_limit_patch, s.patch_on_device ? "device" : "machine")});
   out.push_back({"timed_outputs", s.inconsistent.empty(),
                  s.inconsistent.empty() ? "every timed call's outputs match an untimed re-run"
                                         : "INVALID: " + s.inconsistent});
@@ -132,7 +134,9 @@ std::string gate_json(const GateReport& r) {
                       {"noise_base", s.noise_base}, {"noise_patch", s.noise_patch},
                       {"samples_base", s.samples_base}, {"samples_patch", s.samples_patch},
                       {"mann_whitney_p", s.mann_whitney_p}, {"gflops_patch", s.gflops_patch},
-                      {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch}};
+                      {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch},
+                      {"patch_on_device", s.patch_on_device}, {"patch_wall_median_s", s.patch_wall_median_s},
+                      {"patch_host_overhead", s.patch_host_overhead}};
     } else {
       row["speed"] = nullptr;
     }
@@ -174,6 +178,9 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.gflops_patch = s.at("gflops_patch");
       sp.gbs_patch = s.at("gbs_patch");
       sp.pct_of_limit_patch = s.at("pct_of_limit_patch");
+      sp.patch_on_device = s.value("patch_on_device", false);
+      sp.patch_wall_median_s = s.value("patch_wall_median_s", 0.0);
+      sp.patch_host_overhead = s.value("patch_host_overhead", 0.0);
       g.speed = sp;
     }
     rows.push_back(std::move(g));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,13 @@ inline DType output_dtype(const std::string& name, const CandidateInfo& info) {
 // Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
 // that exist to be caught (driftgate selftest). They never join a default candidate set.
 inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }
+
+// Thrown by a candidate that cannot run here or on this case: no CUDA device, a layout it does not
+// implement. The row becomes NOT_SUPPORTED with what() as its reason (never ERRORED, never a failed
+// verify; a gate cannot merge a patch it could not run).
+struct NotSupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // run(case, in, out): `out` holds the output (and in-out) tensors, allocated by the harness in the
 // candidate's output dtype (in-out tensors in its state dtype, already filled); the candidate writes

@@ -33,6 +33,22 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
   return t;
 }
 
+Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimits& m) {
+  if (s.wall_seconds.empty()) return throughput_of(s.seconds, c, m);
+  // The device's bound replaces this machine's: memory bandwidth only (KDA and the decode steps are
+  // bandwidth-bound; the device's FMA peak is not measured here).
+  MachineLimits dev;
+  dev.stream_triad_gbs_all = s.device_peak_gbs;
+  Throughput t = throughput_of(s.seconds, c, dev);
+  t.device = true;
+  t.peak_gbs = s.device_peak_gbs;
+  std::vector<double> w = s.wall_seconds;
+  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2), w.end());
+  t.wall_median_s = w[w.size() / 2];
+  t.host_overhead = t.wall_median_s > 0 ? 1.0 - t.median_s / t.wall_median_s : 0;
+  return t;
+}
+
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
                        const MachineLimits& m, const std::vector<std::string>& extra_args) {
   TimingRequest req;
@@ -53,7 +69,7 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.hi = ci.hi;
   r.verdict = std::string(verdict_name(speed_verdict(ci, p.min_effect)));
   r.mann_whitney_p = mann_whitney_p(samples[0].seconds, samples[1].seconds);
-  Throughput tb = throughput_of(samples[0].seconds, c, m), tp = throughput_of(samples[1].seconds, c, m);
+  Throughput tb = throughput_of(samples[0], c, m), tp = throughput_of(samples[1], c, m);
   r.base_median_s = tb.median_s;
   r.patch_median_s = tp.median_s;
   r.noise_base = tb.noise;
@@ -64,6 +80,9 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.gbs_patch = tp.gbs;
   r.pct_of_limit_patch = tp.pct_of_limit;
   r.below_physical_bound = tp.below_physical_bound;
+  r.patch_on_device = tp.device;
+  r.patch_wall_median_s = tp.wall_median_s;
+  r.patch_host_overhead = tp.host_overhead;
   for (const BenchSamples& s : samples)
     if (!s.outputs_consistent) r.inconsistent += (r.inconsistent.empty() ? "" : "; ") + s.candidate + ": " + s.inconsistency;
   return r;

@@ -23,9 +23,14 @@ struct Throughput {
   // work and makes the row INVALID.
   double floor_s = 0, pct_of_limit = 0;
   bool below_physical_bound = false;
+  // Device candidates: seconds are device time, the floor is bytes / the device's memory
+  // bandwidth, and the call's host wall time gives the host overhead 1 - device / wall (medians).
+  bool device = false;
+  double wall_median_s = 0, host_overhead = 0, peak_gbs = 0;
 };
 
 Throughput throughput_of(const std::vector<double>& seconds, const Case& c, const MachineLimits& m);
+Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimits& m);
 
 // Times base and patch interleaved on one case within the policy's time budget, stopping early
 // once the speedup interval is narrow enough; fills the gate's SpeedRow (timed outputs that differ

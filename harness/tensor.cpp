@@ -118,6 +118,12 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : Tensor(dtype, std::mov
 }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = checked_numel();
+  storage_ = allocate(nbytes(), /*zero=*/false);
+}
+
+// The element count of shape_, with every dimension >= 0 and the padded byte count representable.
+int64_t Tensor::checked_numel() const {
   const int64_t width = info(dtype_).storage_bytes;
   int64_t n = 1;
   for (const int64_t d : shape_) {
@@ -126,15 +132,66 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(
       throw std::invalid_argument("Tensor: element count of shape " + format_shape(shape_) + " overflows");
     }
   }
-  // Keep the byte count (padded to a cache line) representable.
   if (n > (std::numeric_limits<int64_t>::max() - static_cast<int64_t>(kAlign)) / width) {
     throw std::invalid_argument("Tensor: byte size of shape " + format_shape(shape_) + " overflows");
   }
-  numel_ = n;
-  storage_ = allocate(nbytes(), /*zero=*/false);
+  return n;
+}
+
+std::string_view device_name(Device d) { return d == Device::host ? "host" : "cuda"; }
+
+namespace {
+DeviceOps g_device_ops[2];
+const DeviceOps& device_ops(Device d) {
+  const DeviceOps& ops = g_device_ops[static_cast<size_t>(d)];
+  if (!ops.alloc)
+    throw std::runtime_error(std::string("no ") + std::string(device_name(d)) +
+                             " memory: this build or machine has no device support registered (built without CUDA, or "
+                             "no device)");
+  return ops;
+}
+}  // namespace
+
+void register_device_ops(Device d, const DeviceOps& ops) {
+  if (d == Device::host) throw std::invalid_argument("register_device_ops: host memory needs no registration");
+  g_device_ops[static_cast<size_t>(d)] = ops;
+}
+bool has_device_ops(Device d) { return d == Device::host || g_device_ops[static_cast<size_t>(d)].alloc != nullptr; }
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Device device) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = checked_numel();
+  if (device == Device::host) {
+    storage_ = allocate(nbytes());
+    return;
+  }
+  const DeviceOps& ops = device_ops(device);
+  device_ = device;
+  const size_t bytes = std::max<size_t>(nbytes(), 1);
+  void (*release)(void*) = ops.free;
+  storage_ = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(ops.alloc(bytes)), [release](std::byte* q) { release(q); });
+  ops.zero(storage_.get(), bytes);
+}
+
+Tensor Tensor::to(Device device) const {
+  if (empty()) return Tensor();
+  Tensor t = device == Device::host ? Tensor(dtype_, shape_, Uninitialized{}) : Tensor(dtype_, shape_, device);
+  if (device == Device::host && device_ == Device::host) {
+    std::memcpy(t.storage_.get(), storage_.get(), nbytes());
+    return t;
+  }
+  const DeviceOps& ops = device_ops(device == Device::host ? device_ : device);
+  ops.copy(t.storage_.get(), device, storage_.get(), device_, nbytes());
+  return t;
+}
+
+void Tensor::check_host(const char* what) const {
+  if (device_ != Device::host)
+    throw std::logic_error(std::string("Tensor::") + what + " on a " + std::string(device_name(device_)) +
+                           " tensor: copy it with to(Device::host) first");
 }
 
 double Tensor::get(int64_t i) const {
+  check_host("get");
   if (i < 0 || i >= numel_) {
     throw std::out_of_range("Tensor::get: index " + std::to_string(i) + " outside shape " + shape_str());
   }
@@ -143,6 +200,7 @@ double Tensor::get(int64_t i) const {
 }
 
 void Tensor::set(int64_t i, double x) {
+  check_host("set");
   if (i < 0 || i >= numel_) {
     throw std::out_of_range("Tensor::set: index " + std::to_string(i) + " outside shape " + shape_str());
   }
@@ -152,6 +210,7 @@ void Tensor::set(int64_t i, double x) {
 }
 
 void Tensor::read(int64_t offset, std::span<double> out) const {
+  check_host("read");
   const auto n = static_cast<int64_t>(out.size());
   if (offset < 0 || n > numel_ || offset > numel_ - n) {
     throw std::out_of_range("Tensor::read: [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
@@ -207,6 +266,7 @@ void Tensor::read(int64_t offset, std::span<double> out) const {
 }
 
 void Tensor::write(int64_t offset, std::span<const double> in) {
+  check_host("write");
   const auto n = static_cast<int64_t>(in.size());
   if (offset < 0 || n > numel_ || offset > numel_ - n) {
     throw std::out_of_range("Tensor::write: [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
@@ -260,6 +320,7 @@ void Tensor::write(int64_t offset, std::span<const double> in) {
 
 Tensor Tensor::clone() const {
   if (empty()) return Tensor();
+  if (device_ != Device::host) return to(device_);
   Tensor t(dtype_, shape_);
   std::memcpy(t.storage_.get(), storage_.get(), nbytes());
   return t;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/dtype.h"
@@ -15,6 +16,20 @@
 namespace dg {
 
 enum class Device : uint8_t { host, cuda };
+std::string_view device_name(Device d);   // "host", "cuda"
+
+// How storage on a device is allocated, cleared, freed and copied. candidates/cuda registers the
+// CUDA functions at start-up (copies through pinned staging memory, every call checked); a build or
+// a machine without them cannot make a device tensor, and the error says why.
+struct DeviceOps {
+  void* (*alloc)(size_t bytes) = nullptr;   // throws std::runtime_error on failure
+  void (*zero)(void* p, size_t bytes) = nullptr;
+  void (*free)(void* p) = nullptr;
+  // dst, src on the given devices (host memory is ordinary pageable memory)
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) = nullptr;
+};
+void register_device_ops(Device d, const DeviceOps& ops);
+bool has_device_ops(Device d);
 
 class Tensor {
  public:
@@ -25,9 +40,15 @@ class Tensor {
   // write every byte next, so gigabyte tensors are not cleared just to be overwritten.
   struct Uninitialized {};
   Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized);
+  // Zero-filled storage on `device` (DeviceOps). bytes() and data<T>() of a device tensor are device
+  // pointers; the element accessors (get, set, read, write) are host-only and throw std::logic_error
+  // on it: copy it with to(Device::host) first.
+  Tensor(DType dtype, std::vector<int64_t> shape, Device device);
+  // A copy on `device` (a copy even when already there).
+  Tensor to(Device device) const;
 
   DType dtype() const { return dtype_; }
-  Device device() const { return Device::host; }
+  Device device() const { return device_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(static_cast<size_t>(i)); }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -54,7 +75,10 @@ class Tensor {
 
  private:
   void check_width(size_t w) const;
+  void check_host(const char* what) const;
+  int64_t checked_numel() const;
   DType dtype_ = DType::f32;
+  Device device_ = Device::host;
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   std::shared_ptr<std::byte[]> storage_;   // shared on copy; clone() for a deep copy

@@ -29,6 +29,10 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.candidate = s.at("candidate");
     b.seconds = s.at("seconds").get<std::vector<double>>();
     b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
+    b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
+    b.throttled = s.at("throttled");
+    b.device_peak_gbs = s.at("device_peak_gbs");
+    b.device = s.at("device");
     b.calls = s.at("calls");
     b.outputs_consistent = s.at("outputs_consistent");
     b.inconsistency = s.at("inconsistency");
@@ -55,6 +59,8 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchSamples& s : samples)
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},
+                    {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled},
+                    {"device_peak_gbs", s.device_peak_gbs}, {"device", s.device},
                     {"calls", s.calls}, {"outputs_consistent", s.outputs_consistent},
                     {"inconsistency", s.inconsistency}});
   write_file_atomic(report, nlohmann::json{{"samples", rows}}.dump() + "\n");

@@ -176,6 +176,11 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     } else {
       try {
         out = run_candidate(*cand, c, in);
+      } catch (const NotSupported& e) {
+        rec.disposition = Disposition::NOT_SUPPORTED;
+        rec.reason = e.what();
+        records.push_back(rec);
+        continue;
       } catch (const std::exception& e) {
         rec.seconds = seconds_since(t1);
         rec.disposition = Disposition::ERRORED;

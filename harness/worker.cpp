@@ -180,6 +180,7 @@ void read_report(WorkerResult& r, const std::string& report_path, const std::str
     r.status = s == "ok" ? WorkerStatus::ok
                : s == "threw" ? WorkerStatus::threw
                : s == "out_of_memory" ? WorkerStatus::out_of_memory
+               : s == "not_supported" ? WorkerStatus::not_supported
                                       : WorkerStatus::bad_exit;
     r.message = j.at("message").get<std::string>();
     r.run_seconds = j.at("seconds").get<std::vector<double>>();
@@ -206,6 +207,7 @@ std::string_view worker_status_name(WorkerStatus s) {
     case WorkerStatus::out_of_memory: return "out_of_memory";
     case WorkerStatus::threw: return "threw";
     case WorkerStatus::bad_exit: return "bad_exit";
+    case WorkerStatus::not_supported: return "not_supported";
   }
   return "?";
 }
@@ -405,6 +407,10 @@ WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerL
 }
 
 std::optional<Disposition> worker_disposition(const WorkerResult& r, std::string* reason) {
+  if (r.status == WorkerStatus::not_supported) {
+    if (reason) *reason = r.message;
+    return Disposition::NOT_SUPPORTED;
+  }
   if (r.status != WorkerStatus::ok) {
     if (reason) {
       *reason = fmt::format("{}: {}", worker_status_name(r.status), r.message);

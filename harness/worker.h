@@ -28,10 +28,12 @@
 //                  the message adds "memory limit X exceeded?": the signal is real, its cause likely.
 //   bad_exit       a non-zero exit without a signal (2: bad input, e.g. an unknown candidate), or a
 //                  zero exit without a report (the candidate called exit())
+//   not_supported  the candidate threw NotSupported (registry.h): no device, an unimplemented layout
 //
 // Mapping to Record dispositions (worker_disposition below; verify wires it in):
 //   crashed, timed_out, out_of_memory, threw, bad_exit  -> ERRORED, reason "<status>: <message>"
 //                                                          plus the last stderr line(s)
+//   not_supported                                       -> NOT_SUPPORTED, reason the message
 //   ok with any check violated                          -> INVALID, reason "rule <name>: <detail>"
 //                                                          for every violated rule
 //   ok with every check passed                          -> none: the metrics decide
@@ -71,7 +73,7 @@ struct WorkerRequest {
   bool keep_temp = false;           // keep the temp dir (debugging); its path is in the result
 };
 
-enum class WorkerStatus : uint8_t { ok, crashed, timed_out, out_of_memory, threw, bad_exit };
+enum class WorkerStatus : uint8_t { ok, crashed, timed_out, out_of_memory, threw, bad_exit, not_supported };
 std::string_view worker_status_name(WorkerStatus s);
 
 enum class CheckState : uint8_t { ok, violated, not_run };

@@ -204,6 +204,9 @@ int worker_main(const WorkerArgs& a) {
       else
         nondeterministic.judge(run, compare_outputs(*first_out, outs));
       previous_in = std::move(in);
+    } catch (const NotSupported& e) {
+      status = "not_supported";
+      message = e.what();
     } catch (const std::bad_alloc& e) {
       status = "out_of_memory";
       message = fmt::format("run {}, {}: {}{}", run + 1, phase, e.what(),

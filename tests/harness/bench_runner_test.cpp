@@ -15,6 +15,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "harness/device_timing.h"
+#include "harness/policy.h"
+#include "harness/speed.h"
 #include "harness/verify.h"
 
 namespace dg {
@@ -128,7 +131,28 @@ DG_REGISTER_CANDIDATE(skip, info("kda_test_skip_f32", "skip"), skip_every_other)
 DG_REGISTER_CANDIDATE(counter, info("kda_test_counter_f32", "counter"), call_counter);
 DG_REGISTER_CANDIDATE(replace, info("kda_test_replace_f32", "replace"), replaces_output);
 DG_REGISTER_CANDIDATE(writes_inputs, info("kda_test_writes_inputs_f32", "writes"), writes_inputs);
+// A stand-in for a device candidate: computes on the host, and inside a timing scope reports two
+// launches of 0.25 ms device time each (0.6 ms of host wall), one of them re-measured after a clock
+// drop, on a device of `peak` GB/s.
+RunFn fake_device(double peak_gbs) {
+  return [peak_gbs](const Case& c, const TensorMap& in, TensorMap& out) {
+    recurrent().run(c, in, out);
+    if (DeviceCall* d = active_device_timing()) {
+      for (int launch = 0; launch < 2; ++launch) {
+        d->device_s += 0.25e-3;
+        d->launch_wall_s += 0.3e-3;
+        ++d->launches;
+      }
+      d->throttled += 1;
+      d->peak_gbs = peak_gbs;
+      d->device = "test device";
+    }
+  };
+}
+
 DG_REGISTER_CANDIDATE(slow, info("kda_test_slow_f32", "slow"), slow);
+DG_REGISTER_CANDIDATE(fake_device, info("kda_test_fake_device_f32", "device"), fake_device(1e3));
+DG_REGISTER_CANDIDATE(fake_device_fast, info("kda_test_fake_device_too_fast_f32", "device"), fake_device(1e-3));
 DG_REGISTER_CANDIDATE(bench_throws, info("kda_test_bench_throws_f32", "throws"), throws);
 
 // --- helpers -------------------------------------------------------------------------------------
@@ -171,6 +195,45 @@ TEST(BenchRunner, RealCandidatesGiveOneSamplePerRepetition) {
   }
   EXPECT_EQ(r[0].candidate, "kda_cpu_recurrent_f32");
   EXPECT_EQ(r[1].candidate, "kda_cpu_chunk_f32");
+}
+
+// A call that ran device work is timed by its device time; its host wall time, the re-measured
+// launches and the device's bandwidth come along, and the physical bound is the device's.
+TEST(BenchRunner, DeviceCallsAreTimedByTheirDeviceTime) {
+  const Case c = small_case();
+  std::vector<BenchSamples> r =
+      time_candidates(cands({"kda_cpu_recurrent_f32", "kda_test_fake_device_f32", "kda_test_fake_device_too_fast_f32"}), c, fixed(6));
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(r[0].wall_seconds.empty());   // a host candidate: wall time is the sample
+  EXPECT_EQ(r[0].device_peak_gbs, 0);
+  for (int i : {1, 2}) {
+    ASSERT_EQ(r[i].seconds.size(), 6u);
+    for (double s : r[i].seconds) EXPECT_DOUBLE_EQ(s, 0.5e-3);
+    ASSERT_EQ(r[i].wall_seconds.size(), 6u);
+    for (double w : r[i].wall_seconds) EXPECT_DOUBLE_EQ(w, 0.6e-3);
+    EXPECT_EQ(r[i].throttled, 6);
+    EXPECT_EQ(r[i].device, "test device");
+    EXPECT_TRUE(r[i].outputs_consistent) << r[i].inconsistency;
+  }
+  MachineLimits m;   // no host limits: only the device's bound can fire
+  Throughput host = throughput_of(r[0], c, m);
+  EXPECT_FALSE(host.device);
+  Throughput dev = throughput_of(r[1], c, m);
+  EXPECT_TRUE(dev.device);
+  EXPECT_DOUBLE_EQ(dev.median_s, 0.5e-3);
+  EXPECT_NEAR(dev.host_overhead, 1.0 - 0.5 / 0.6, 1e-12);
+  EXPECT_EQ(dev.peak_gbs, 1e3);
+  EXPECT_FALSE(dev.below_physical_bound);   // the case's bytes at 1 TB/s take well under 0.5 ms
+  // At 1 MB/s the same bytes need far more than 0.5 ms: a time below the device's bound is INVALID.
+  Throughput fast = throughput_of(r[2], c, m);
+  EXPECT_TRUE(fast.below_physical_bound);
+  Policy p = default_policy();
+  SpeedRow row = speed_row({r[0], r[2]}, c, p, m);
+  EXPECT_TRUE(row.patch_on_device);
+  EXPECT_TRUE(row.below_physical_bound);
+  std::vector<Check> checks = speed_checks(row, std::nullopt, p);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_THAT(checks[0].detail, HasSubstr("device's memory bandwidth"));
 }
 
 TEST(BenchRunner, DecodeRunsThroughTheOpsDriver) {

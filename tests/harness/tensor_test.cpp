@@ -291,3 +291,75 @@ TEST(Tensor, ConvertIntegers) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+// A stand-in device: host memory behind DeviceOps, counting what the hooks do, so the device path of
+// Tensor is tested without a GPU (candidates/cuda registers the real CUDA functions).
+struct FakeDevice {
+  static inline int allocs = 0, frees = 0, copies = 0;
+  static void* alloc(size_t n) {
+    ++allocs;
+    return ::operator new(n);
+  }
+  static void zero(void* p, size_t n) { std::memset(p, 0, n); }
+  static void free(void* p) {
+    ++frees;
+    ::operator delete(p);
+  }
+  static void copy(void* dst, Device, const void* src, Device, size_t n) {
+    ++copies;
+    std::memcpy(dst, src, n);
+  }
+};
+
+TEST(Tensor, DeviceTensorsGoThroughTheRegisteredOps) {
+  // Before registration (a build without CUDA): a clear error, no half-made tensor.
+  if (!has_device_ops(Device::cuda)) {
+    try {
+      Tensor t(DType::f32, {4}, Device::cuda);
+      FAIL() << "made a device tensor without device support";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("no cuda memory"), std::string::npos) << e.what();
+    }
+  }
+  DeviceOps ops;
+  ops.alloc = FakeDevice::alloc;
+  ops.zero = FakeDevice::zero;
+  ops.free = FakeDevice::free;
+  ops.copy = FakeDevice::copy;
+  register_device_ops(Device::cuda, ops);
+  {
+    Tensor h(DType::bf16, {2, 3});
+    for (int64_t i = 0; i < h.numel(); ++i) h.set(i, 0.5 * static_cast<double>(i));
+    Tensor d = h.to(Device::cuda);
+    EXPECT_EQ(d.device(), Device::cuda);
+    EXPECT_EQ(d.shape(), h.shape());
+    EXPECT_EQ(FakeDevice::copies, 1);
+    // Host accessors refuse device memory, naming the way out.
+    try {
+      (void)d.get(0);
+      FAIL();
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("to(Device::host)"), std::string::npos);
+    }
+    EXPECT_THROW(d.set(0, 1.0), std::logic_error);
+    std::vector<double> buf(6);
+    EXPECT_THROW(d.read(0, buf), std::logic_error);
+    Tensor back = d.clone().to(Device::host);
+    EXPECT_EQ(back.device(), Device::host);
+    for (int64_t i = 0; i < h.numel(); ++i) EXPECT_EQ(back.get(i), h.get(i));
+    Tensor z(DType::f32, {5}, Device::cuda);   // zero-filled on the device too
+    Tensor zh = z.to(Device::host);
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(zh.get(i), 0.0);
+    EXPECT_THROW(Tensor(DType::f32, {-1}, Device::cuda), std::invalid_argument);
+  }
+  EXPECT_EQ(FakeDevice::allocs, FakeDevice::frees);   // every device buffer released
+  EXPECT_THROW(register_device_ops(Device::host, ops), std::invalid_argument);
+  register_device_ops(Device::cuda, DeviceOps{});   // back to no device support
+  EXPECT_FALSE(has_device_ops(Device::cuda));
+}
+
+}  // namespace
+}  // namespace dg

@@ -23,10 +23,13 @@ void one_nan(const Case& c, const TensorMap& in, TensorMap& out) {
   out.at("o").set(out.at("o").numel() / 2, std::nan(""));
 }
 void throws(const Case&, const TensorMap&, TensorMap&) { throw std::runtime_error("kernel launch failed"); }
+void unsupported(const Case&, const TensorMap&, TensorMap&) { throw NotSupported("no CUDA device"); }
 
 DG_REGISTER_CANDIDATE(test_zeros, {"kda_test_zeros_f32", "kda", "cpu", "zeros", DType::f32, DType::f32, DType::f32, "zeros"}, zeros);
 DG_REGISTER_CANDIDATE(test_nan, {"kda_test_nan_f32", "kda", "cpu", "nan", DType::f32, DType::f32, DType::f32, "one NaN"}, one_nan);
 DG_REGISTER_CANDIDATE(test_throws, {"kda_test_throws_f32", "kda", "cpu", "throws", DType::f32, DType::f32, DType::f32, "throws"}, throws);
+DG_REGISTER_CANDIDATE(test_unsupported, {"kda_test_unsupported_f32", "kda", "cpu", "unsupported", DType::f32, DType::f32,
+                                         DType::f32, "not supported here"}, unsupported);
 
 // (A function, not a global: ops register during static initialisation.)
 Case small_case() { return parse_case("kda(T=70,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)"); }
@@ -78,6 +81,14 @@ TEST(Verify, ThrowingCandidateIsErroredAndSaved) {
     ++files;
   }
   EXPECT_EQ(files, 1);
+}
+
+// NotSupported is a row of its own: not ERRORED, not a failure, the candidate's reason kept.
+TEST(Verify, NotSupportedIsARowNotAnError) {
+  Record r = verify_one("kda_test_unsupported_f32");
+  EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED);
+  EXPECT_EQ(r.reason, "no CUDA device");
+  EXPECT_TRUE(r.outputs.empty());
 }
 
 TEST(Verify, SkipsCandidatesOfAnotherOp) {
