@@ -16,38 +16,12 @@
 #include "harness/registry.h"
 #include "harness/rng.h"
 #include "harness/threads.h"
+#include "datasets/dists.h"
 
 namespace dg {
 namespace {
 
-// A distribution fills out[j] with element i0 + j of a stream (the generators draw in blocks so that
-// TensorRng's batched loops vectorize; element i is still a pure function of the stream and i).
-using Dist = std::function<void(const TensorRng&, uint64_t i0, std::span<double> out)>;
-
-double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-double logsigmoid(double x) { return -softplus(-x); }
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-Dist normal(double sd = 1.0) {
-  return [sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
-    r.normal(i0, out);
-    for (double& x : out) x = sd * x;
-  };
-}
-Dist uniform(double lo, double hi) {
-  return [=](const TensorRng& r, uint64_t i0, std::span<double> out) {
-    r.uniform(i0, out);
-    for (double& x : out) x = lo + (hi - lo) * x;
-  };
-}
-Dist constant(double c) { return [c](const TensorRng&, uint64_t, std::span<double> out) { std::fill(out.begin(), out.end(), c); }; }
-// f applied to each element of `base`.
-Dist map(Dist base, std::function<double(double)> f) {
-  return [base = std::move(base), f = std::move(f)](const TensorRng& r, uint64_t i0, std::span<double> out) {
-    base(r, i0, out);
-    for (double& x : out) x = f(x);
-  };
-}
+using namespace dists;
 
 struct KdaDists {
   Dist q = normal(), k = normal(), v = normal();
@@ -62,22 +36,6 @@ struct KdaDists {
   });
   Dist h0 = normal();
 };
-
-// Draws every element of `t` from `d` with the stream of (case, name), in parallel blocks.
-void fill(Tensor& t, const Case& c, const std::string& name, const Dist& d) {
-  TensorRng rng(c.seed(), c.str(), name);
-  constexpr int64_t kBlock = 1 << 16;
-  int64_t blocks = (t.numel() + kBlock - 1) / kBlock;
-  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
-    std::vector<double> buf(kBlock);
-    for (int64_t b = b0; b < b1; ++b) {
-      int64_t off = b * kBlock, n = std::min(kBlock, t.numel() - off);
-      std::span<double> part(buf.data(), static_cast<size_t>(n));
-      d(rng, static_cast<uint64_t>(off), part);
-      t.write(off, part);
-    }
-  });
-}
 
 void generate(const Case& c, const KdaDists& d, TensorMap& in) {
   KdaParams p = kda_params(c);

@@ -65,6 +65,20 @@ std::vector<Suite> build() {
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
   v.push_back(gate);
 
+  // layer-smoke: the ops around KDA in the decode layer (reference/layer_ops.h) and the fused decode
+  // step, every regime of each; seconds.
+  v.push_back({"layer-smoke", "causal_conv1d, rmsnorm_gated and the fused KDA decode step, every regime (seconds)", {
+                   "causal_conv1d(T=64,B=2,D=256,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "causal_conv1d(T=33,D=100,W=3,state=0,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "causal_conv1d(T=64,B=2,D=256,regime=cancel,dtype=f32,seed=0)",
+                   "rmsnorm_gated(N=256,D=128,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "rmsnorm_gated(N=256,D=128,regime=tiny_rms,dtype=bf16,seed=0)",
+                   "rmsnorm_gated(N=256,D=100,regime=saturated_gate,dtype=bf16,seed=0)",
+                   "kda_decode_fused(T=64,B=4,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda_decode_fused(T=64,B=2,H=2,K=64,V=64,regime=glm_safe_gate,dtype=bf16,seed=0)",
+                   "kda_decode_fused(T=256,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
+               }});
+
   // kda-selftest: small cases on which `driftgate selftest` proves every canary is caught quickly.
   v.push_back({"kda-selftest", "two small KDA cases for driftgate selftest (seconds)", {
                    "kda(T=512,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",

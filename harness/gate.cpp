@@ -195,8 +195,8 @@ std::string gate_markdown(const GateReport& r) {
   s += "| case | base bits | patch bits | delta bits | max ULP | drift exp (base/patch) | speedup [interval] | verdict |\n";
   s += "|---|---|---|---|---|---|---|---|\n";
   for (const GateRow& g : r.rows) {
-    const OutputResult* bo = find_output(g.base, "o");
-    const OutputResult* po = find_output(g.patch, "o");
+    const OutputResult* bo = primary_output(g.base);
+    const OutputResult* po = primary_output(g.patch);
     std::string bb = bo ? fmt::format("{:.1f}", bo->metrics.bits) : "-";
     std::string pb = po ? fmt::format("{:.1f}", po->metrics.bits) : "-";
     std::string db = bo && po ? fmt::format("{:+.1f}", po->metrics.bits - bo->metrics.bits + 0.0) : "-";

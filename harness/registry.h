@@ -61,9 +61,10 @@ struct OpSpec {
   // Runs a candidate over a whole case. Empty: call candidate.run once with every output allocated.
   // Stateful ops (decode) drive the candidate step by step here.
   std::function<void(const Candidate&, const Case&, const TensorMap& in, TensorMap& out)> drive;
-  // Work of one case (for throughput rows): floating-point operations and bytes moved.
+  // Work of one case (for throughput rows): floating-point operations, and the bytes a candidate
+  // keeping its state in `state` moves (decode steps read and write the state every step).
   std::function<double(const Case&)> flops;
-  std::function<double(const Case&)> bytes;
+  std::function<double(const Case&, DType state)> bytes;
 };
 
 // A regime: a named, documented input distribution of an op, with parameter defaults it implies

@@ -176,19 +176,18 @@ std::string drift_table(const std::vector<Record>& records) {
       s += r.case_str + "\n";
       last_case = r.case_str;
     }
-    const OutputResult* o = nullptr;
-    const OutputResult* ht = nullptr;
-    for (const OutputResult& x : r.outputs) (x.name == "o" ? o : ht) = &x;
+    const OutputResult* o = primary_output(r);
+    const OutputResult* ht = state_output(r);
     std::string ref_bits = r.cert ? fmt::format("{:.1f}{}", r.cert->cert.ref_bits, r.cert->sufficient ? "" : "!") : "-";
     // A reference that is not 20 bits better than the output format cannot support a verdict.
     std::string verdict = r.cert && !r.cert->sufficient
                               ? fmt::format("UNCERTIFIED ({})", disposition_name(r.disposition))
                               : std::string(disposition_name(r.disposition));
     if (o)
-      s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7.3f} {:>6.1f} {:>8} {:>8.3f}  {}\n", r.candidate,
+      s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate,
                        o->metrics.bits + 0.0, o->metrics.ulp_max, o->metrics.rms_ratio,
-                       o->drift ? o->drift->growth_exponent : 0.0, ht ? ht->metrics.bits + 0.0 : 0.0, ref_bits, r.seconds,
-                       verdict);
+                       o->drift ? fmt::format("{:.3f}", o->drift->growth_exponent) : std::string("-"),
+                       ht ? fmt::format("{:.1f}", ht->metrics.bits + 0.0) : std::string("-"), ref_bits, r.seconds, verdict);
     else
       s += fmt::format("  {:<24} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, "-", "-", "-", "-",
                        "-", ref_bits, r.seconds, verdict);

@@ -57,6 +57,20 @@ std::string_view disposition_name(Disposition d) {
   return "?";
 }
 
+const OutputResult* primary_output(const Record& r) {
+  for (const char* name : {"o", "y"})
+    for (const OutputResult& x : r.outputs)
+      if (x.name == name) return &x;
+  return r.outputs.empty() ? nullptr : &r.outputs.front();
+}
+
+const OutputResult* state_output(const Record& r) {
+  for (const char* name : {"ht", "state"})
+    for (const OutputResult& x : r.outputs)
+      if (x.name == name) return &x;
+  return nullptr;
+}
+
 double verify_floor_bits(DType format) {
   switch (format) {
     case DType::f64: return 40;
@@ -134,7 +148,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.candidate = cand->name();
     rec.tier = opt.tier;
     rec.flops = op->flops(c);
-    rec.bytes = op->bytes(c);
+    rec.bytes = op->bytes(c, cand->info().state_dtype);
     rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}{}", cand->name(), c.str(),
                                 tier_name(opt.tier), opt.certify ? " --certify" : "", outside_args_text(opt.worker_args));
     // A candidate is held to the floor of the narrowest format it declares (a bf16 state limits o).

@@ -45,6 +45,11 @@ struct Record {
   std::string reproduce;            // a command that reproduces this row
 };
 
+// The output a table's bits, ULP and drift columns show: "o", else "y", else the first; and the
+// state beside it ("ht", else "state"). nullptr when there is none.
+const OutputResult* primary_output(const Record& r);
+const OutputResult* state_output(const Record& r);
+
 // The verify floor: the fewest bits (-log2 rms_ratio) a sound kernel whose outputs are in `format`
 // keeps on every case. Below it a candidate is INCORRECT even without a base to compare with
 // (the gate's relative rule is stricter). f64 40, f32 12, tf32 6, f16 6, bf16 5, e4m3 2, e5m2 1.

@@ -22,42 +22,12 @@
 #include "reference/real/f128.h"
 #include "reference/real/f64.h"
 #include "reference/real/mpfr_real.h"
+#include "reference/real/real_ops.h"
 #include "reference/real/simd.h"
 
 namespace dg {
 namespace {
 
-// --- the tier scalars' functions under one name ---------------------------------------------------
-inline double r_sqrt(double x) { return std::sqrt(x); }
-inline double r_exp(double x) { return std::exp(x); }
-inline double r_log1p(double x) { return std::log1p(x); }
-inline DD r_sqrt(const DD& x) { return sqrt(x); }
-inline DD r_exp(const DD& x) { return exp(x); }
-inline DD r_log1p(const DD& x) { return log1p(x); }
-inline F128 r_sqrt(F128 x) { return f128_sqrt(x); }
-inline F128 r_exp(F128 x) { return f128_exp(x); }
-inline F128 r_log1p(F128 x) { return f128_log1p(x); }
-template <int B> Mpfr<B> r_sqrt(const Mpfr<B>& x) { return sqrt(x); }
-template <int B> Mpfr<B> r_exp(const Mpfr<B>& x) { return exp(x); }
-template <int B> Mpfr<B> r_log1p(const Mpfr<B>& x) { return log1p(x); }
-
-// Output: round to odd into double, and the two-double tail (x - x0) to the tier's full precision.
-inline double to_odd(double x) { return x; }
-inline double to_odd(const DD& x) { return round_to_odd(x); }
-inline double to_odd(F128 x) { return f128_to_double_odd(x); }
-template <int B> double to_odd(const Mpfr<B>& x) { return to_double_odd(x); }
-inline void tail_of(double, double, double* t) { t[0] = t[1] = 0.0; }
-inline void tail_of(const DD& x, double x0, double* t) {
-  if (!std::isfinite(x.hi) || !std::isfinite(x0)) {
-    t[0] = t[1] = 0.0;
-    return;
-  }
-  DD d = two_sum(x.hi - x0, x.lo);  // x0 is hi or a neighbour of it: hi - x0 is exact
-  t[0] = d.hi;
-  t[1] = d.lo;
-}
-inline void tail_of(F128 x, double x0, double* t) { f128_tail(x, x0, t[0], t[1]); }
-template <int B> void tail_of(const Mpfr<B>& x, double x0, double* t) { tail_parts(x, x0, t[0], t[1]); }
 
 // Kernels are compiled for 512-bit vectors (GCC prefers 256-bit ones on AVX-512 machines by
 // default) and kept out of line so that preference holds.

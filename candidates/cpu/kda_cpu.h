@@ -116,6 +116,11 @@ inline ColumnRange column_range(int64_t V, int64_t parts, int64_t part) {
   return {16 * (blocks * part / parts), std::min(V, 16 * (blocks * (part + 1) / parts))};
 }
 
+// The pool slot of each of the B sequences of a decode step (in["state_indices"], i64 or i32; < 0:
+// a padding slot), checked: inside a pool of `pool_slots`, no slot shared. Throws
+// std::invalid_argument naming the problem.
+std::vector<int64_t> state_slots(const TensorMap& in, int64_t B, int64_t pool_slots);
+
 // Output tensor `name` of `out`, checked to have `numel` elements.
 Tensor& output(TensorMap& out, const char* name, int64_t numel);
 

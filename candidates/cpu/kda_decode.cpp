@@ -22,7 +22,6 @@
 
 namespace dg {
 namespace kda_cpu {
-namespace {
 
 std::vector<int64_t> state_slots(const TensorMap& in, int64_t B, int64_t pool_slots) {
   auto it = in.find("state_indices");
@@ -49,6 +48,8 @@ std::vector<int64_t> state_slots(const TensorMap& in, int64_t B, int64_t pool_sl
     throw std::invalid_argument("kda_decode: two sequences share one state slot");
   return slots;
 }
+
+namespace {
 
 template <bool kBf16State>
 void kda_decode(const KdaParams& p, const TensorMap& in, TensorMap& out) {

@@ -41,7 +41,17 @@ KdaParams kda_params(const Case& c) {
   return p;
 }
 
-namespace {
+// Copies token t of every sequence of a [B, T, ...] tensor into a [B, 1, ...] tensor.
+Tensor token_slice(const Tensor& full, int64_t t) {
+  std::vector<int64_t> shape = full.shape();
+  int64_t B = shape[0], T = shape[1];
+  shape[1] = 1;
+  Tensor s(full.dtype(), shape);
+  size_t row = s.nbytes() / static_cast<size_t>(B);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(s.bytes() + static_cast<size_t>(b) * row, full.bytes() + static_cast<size_t>(b * T + t) * row, row);
+  return s;
+}
 
 std::vector<ParamSpec> kda_param_specs(bool varlen) {
   std::vector<ParamSpec> v = {
@@ -93,6 +103,8 @@ void kda_validate(const Case& c) {
       fail(fmt::format("seqlens sum to {} which exceeds T={}", p.cu_seqlens.back(), p.T));
   }
 }
+
+namespace {
 
 std::map<std::string, std::vector<int64_t>> kda_output_shapes(const Case& c) {
   KdaParams p = kda_params(c);
@@ -183,26 +195,17 @@ double kda_flops(const Case& c) {
   return p.flops_per_token_head() * static_cast<double>(p.B * p.T * p.HV);
 }
 
-double kda_bytes(const Case& c) {
+// Inputs and outputs once, plus the state: prefill writes it once (and reads h0); a decode case
+// reads and writes every sequence's state at every step, in the candidate's state dtype.
+double kda_bytes(const Case& c, DType state_dtype) {
   KdaParams p = kda_params(c);
   double es = info(c.dtype()).storage_bytes;
   double tokens = static_cast<double>(p.B * p.T);
   double in = tokens * es * static_cast<double>(2 * p.H * p.K + p.HV * p.V + p.HV * p.K + p.HV);
-  double state = static_cast<double>(p.num_seqs() * p.HV * p.K * p.V) * 4.0;
   double out = tokens * es * static_cast<double>(p.HV * p.V);
+  double state = static_cast<double>(p.num_seqs() * p.HV * p.K * p.V) * info(state_dtype).storage_bytes;
+  if (c.op() == "kda_decode") return in + out + 2.0 * state * static_cast<double>(p.T);
   return in + out + state * (p.has_h0 ? 2.0 : 1.0);
-}
-
-// Copies token t of every sequence of a [B, T, ...] tensor into a [B, 1, ...] tensor.
-Tensor token_slice(const Tensor& full, int64_t t) {
-  std::vector<int64_t> shape = full.shape();
-  int64_t B = shape[0], T = shape[1];
-  shape[1] = 1;
-  Tensor s(full.dtype(), shape);
-  size_t row = s.nbytes() / static_cast<size_t>(B);
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(s.bytes() + static_cast<size_t>(b) * row, full.bytes() + static_cast<size_t>(b * T + t) * row, row);
-  return s;
 }
 
 // kda_decode: the state pool lives in the candidate's state dtype between steps; sequence b uses

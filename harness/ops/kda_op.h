@@ -13,6 +13,13 @@ namespace dg {
 // The typed parameters of a kda or kda_decode case.
 KdaParams kda_params(const Case& c);
 
+// What the fused decode op (kda_fused_op.cpp) shares with kda and kda_decode: the parameter schema
+// (without the varlen `seqlens` for decode ops), its constraints, and one token of a [B,T,...]
+// tensor as a [B,1,...] tensor.
+std::vector<ParamSpec> kda_param_specs(bool varlen);
+void kda_validate(const Case& c);
+Tensor token_slice(const Tensor& full, int64_t t);
+
 // Pool slot of sequence b in a kda_decode step: reversed order, so that a candidate that ignores
 // "state_indices" and uses slot b reads another sequence's state and is caught.
 inline int64_t kda_decode_slot(int64_t b, int64_t B) { return B - 1 - b; }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/wait.h>
@@ -151,6 +153,57 @@ TEST(Cli, BadStoredInputsExitTwo) {
   Result r = run("run --candidate kda_cpu_chunk_f32 --in " + nan_file + " --out " + out);
   EXPECT_EQ(r.rc, 2);
   EXPECT_FALSE(fs::exists(out));
+}
+
+// The ops around KDA through the same commands: the layer-smoke suite, bad shapes and stored inputs.
+TEST(CliLayerOps, SmokeSuitePassesWithCertifiedReferences) {
+  std::string json = tmp("layer.json");
+  Result r = run("verify --suite layer-smoke --certify --candidate "
+                 "causal_conv1d_cpu_direct_f32,rmsnorm_gated_cpu_f32,kda_decode_fused_cpu_f32 --json " + json);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  std::map<std::string, int> ran;
+  for (const auto& rec : j["records"]) {
+    if (rec["disposition"] == "SKIPPED") continue;
+    EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << rec["candidate"] << ": " << rec["reason"];
+    EXPECT_TRUE(rec["certification"]["sufficient"].get<bool>()) << rec["case"];
+    ++ran[rec["op"].get<std::string>()];
+  }
+  EXPECT_EQ(ran["causal_conv1d"], 3);
+  EXPECT_EQ(ran["rmsnorm_gated"], 3);
+  EXPECT_EQ(ran["kda_decode_fused"], 3);
+}
+
+TEST(CliLayerOps, BadInputExitsTwo) {
+  expect_bad_input("verify --case 'causal_conv1d(T=8,D=16,W=9)'", "causal_conv1d: W must be in [1, 8], got 9");
+  expect_bad_input("verify --case 'causal_conv1d(T=0,D=16)'", "causal_conv1d: T must be >= 1, got 0");
+  expect_bad_input("verify --case 'causal_conv1d(T=8,D=16,regime=tiny_rms)'", "causal_conv1d: unknown regime 'tiny_rms'");
+  expect_bad_input("verify --case 'rmsnorm_gated(N=4,D=8,eps=-1)'", "rmsnorm_gated: eps must be > 0, got -1");
+  expect_bad_input("verify --case 'rmsnorm_gated(N=4,D=8,H=2)'", "rmsnorm_gated: unknown parameter 'H'");
+  expect_bad_input("verify --case 'kda_decode_fused(T=4,H=1,K=8,V=8,W=0)'", "kda_decode_fused: W must be in [1, 8]");
+  expect_bad_input("verify --case 'kda_decode_fused(T=4,H=2,HV=3,K=8,V=8)'", "HV % H must be 0");
+
+  const std::string c = "causal_conv1d(T=12,B=2,D=8,regime=kimi_linear,dtype=f32,seed=0)";
+  std::string golden = tmp("conv.safetensors"), outs = tmp("conv_out.safetensors");
+  ASSERT_EQ(run("export --case '" + c + "' --ref-tier dd --out " + golden).rc, 0);
+  Result ok = run("run --candidate causal_conv1d_cpu_direct_f32 --in " + golden + " --out " + outs);
+  ASSERT_EQ(ok.rc, 0) << ok.err;
+  SafetensorsFile o = read_safetensors(outs), f = read_safetensors(golden);
+  ASSERT_TRUE(o.tensors.count("y") && o.tensors.count("state"));
+  for (int64_t i = 0; i < f.tensors.at("state").numel(); ++i)   // the state is a copy of the last inputs
+    EXPECT_EQ(o.tensors.at("state").get(i), f.tensors.at("state").get(i)) << i;
+
+  TensorMap t = f.tensors;
+  t["weight"] = t["weight"].clone();
+  t["weight"].set(3, std::numeric_limits<double>::infinity());
+  std::string inf_file = tmp("conv_inf.safetensors");
+  write_safetensors(inf_file, t, f.metadata);
+  expect_bad_input("verify --case '" + c + "' --inputs " + inf_file, "input tensor 'weight' holds inf at flat index 3");
+  t = f.tensors;
+  t.erase("state0");
+  std::string missing = tmp("conv_missing.safetensors");
+  write_safetensors(missing, t, f.metadata);
+  expect_bad_input("verify --case '" + c + "' --inputs " + missing, "state0");
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+// Input distributions of the generators (datasets/*regimes.cpp): a Dist fills a block of a tensor's
+// elements from the tensor's counter-based stream (harness/rng.h), so element i is a pure function
+// of (seed, case string, tensor name, i) whatever the blocking and the thread count.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "harness/rng.h"
+#include "harness/tensor.h"
+#include "harness/threads.h"
+
+namespace dg::dists {
+
+// A distribution fills out[j] with element i0 + j of a stream (the generators draw in blocks so that
+// TensorRng's batched loops vectorize; element i is still a pure function of the stream and i).
+using Dist = std::function<void(const TensorRng&, uint64_t i0, std::span<double> out)>;
+
+inline double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+inline double logsigmoid(double x) { return -softplus(-x); }
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+inline Dist normal(double sd = 1.0) {
+  return [sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    r.normal(i0, out);
+    for (double& x : out) x = sd * x;
+  };
+}
+inline Dist uniform(double lo, double hi) {
+  return [=](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    r.uniform(i0, out);
+    for (double& x : out) x = lo + (hi - lo) * x;
+  };
+}
+inline Dist constant(double c) { return [c](const TensorRng&, uint64_t, std::span<double> out) { std::fill(out.begin(), out.end(), c); }; }
+// f applied to each element of `base`.
+inline Dist map(Dist base, std::function<double(double)> f) {
+  return [base = std::move(base), f = std::move(f)](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    base(r, i0, out);
+    for (double& x : out) x = f(x);
+  };
+}
+
+// Draws every element of `t` from `d` with the stream of (case, name), in parallel blocks.
+inline void fill(Tensor& t, const Case& c, const std::string& name, const Dist& d) {
+  TensorRng rng(c.seed(), c.str(), name);
+  constexpr int64_t kBlock = 1 << 16;
+  int64_t blocks = (t.numel() + kBlock - 1) / kBlock;
+  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    std::vector<double> buf(kBlock);
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t off = b * kBlock, n = std::min(kBlock, t.numel() - off);
+      std::span<double> part(buf.data(), static_cast<size_t>(n));
+      d(rng, static_cast<uint64_t>(off), part);
+      t.write(off, part);
+    }
+  });
+}
+
+}  // namespace dg::dists
