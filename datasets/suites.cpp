@@ -79,6 +79,18 @@ std::vector<Suite> build() {
                    "kda_decode_fused(T=256,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
                }});
 
+  // kda-decode-gpu: the production decode shape (H=32 heads of K = V = 128, V-first state pools) at
+  // B = 1, 8, 64 and 256 sequences, 8 steps each, plain and fused; what scripts/gpu-check.sh gates
+  // and benches (state read + write: 4 MiB per sequence per step). f64 reference: the candidates
+  // hold f32 states.
+  Suite decode_gpu{"kda-decode-gpu", "KDA decode at B = 1, 8, 64, 256, H=32, K=V=128, V-first pools, plain and fused",
+                   {}, "f64"};
+  for (const char* op : {"kda_decode", "kda_decode_fused"})
+    for (const char* b : {"", "B=8,", "B=64,", "B=256,"})   // (B=1 is the default: canonical strings omit it)
+      decode_gpu.cases.push_back(
+          fmt::format("{}(T=8,{}H=32,K=128,V=128,layout=vfirst,regime=kimi_linear,dtype=bf16,seed=0)", op, b));
+  v.push_back(decode_gpu);
+
   // kda-selftest: small cases on which `driftgate selftest` proves every canary is caught quickly.
   v.push_back({"kda-selftest", "two small KDA cases for driftgate selftest (seconds)", {
                    "kda(T=512,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",

@@ -103,6 +103,13 @@ inline DType output_dtype(const std::string& name, const CandidateInfo& info) {
   return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
 }
 
+// Where an op's driver keeps a candidate's in-out pools (decode states, conv states) between the
+// steps it drives: in device memory for a CUDA candidate when this build registered it, so that a
+// state never crosses the bus between steps (as in a serving engine); in host memory otherwise.
+inline Device pool_device(const CandidateInfo& info) {
+  return info.backend == "cuda" && has_device_ops(Device::cuda) ? Device::cuda : Device::host;
+}
+
 // Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
 // that exist to be caught (driftgate selftest). They never join a default candidate set.
 inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }

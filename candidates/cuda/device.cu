@@ -8,6 +8,11 @@ CudaStatus cuda_status() {
   CudaStatus s;
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    s.reason = std::string("no CUDA device (the driver says: ") + cudaGetErrorString(err) + ")";
+    cudaGetLastError();
+    return s;
+  }
   if (err != cudaSuccess) {
     s.reason = std::string("CUDA: ") + cudaGetErrorString(err);
     cudaGetLastError();   // clear the sticky error

@@ -1,7 +1,19 @@
+// The CUDA entry points of a build without nvcc: device discovery says why, the candidates throw
+// NotSupported with the same reason, and no device memory is registered.
 #include "candidates/cuda/device.h"
+#include "candidates/cuda/kda_cuda.h"
+#include "harness/registry.h"
 
 namespace dg {
+namespace {
+const char* kReason = "built without CUDA (configure with nvcc on PATH or -DDRIFTGATE_CUDA=ON)";
+}
 
-CudaStatus cuda_status() { return {false, "built without CUDA (configure with nvcc on PATH or -DDRIFTGATE_CUDA=ON)", ""}; }
+CudaStatus cuda_status() { return {false, kReason, ""}; }
+
+void kda_decode_cuda_f32state(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void kda_decode_cuda_f32state_fused(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void kda_cuda_chunk_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void register_cuda_device_ops() {}
 
 }  // namespace dg

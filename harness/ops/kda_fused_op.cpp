@@ -164,6 +164,11 @@ void fused_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tens
     conv[name] = Tensor(DType::f32, out.at(name).shape());
     to_slots(in.at(std::string(name) + "0"), conv[name], p.B, true);
   }
+  const Device dev = pool_device(cand.info());   // device pools for a CUDA candidate
+  if (dev != Device::host) {
+    state = state.to(dev);
+    for (auto& [_, pool] : conv) pool = pool.to(dev);
+  }
   Tensor indices(DType::i64, {p.B});
   for (int64_t b = 0; b < p.B; ++b) indices.data<int64_t>()[b] = kda_decode_slot(b, p.B);
   const Case step = c.with("T", "1");
@@ -182,6 +187,10 @@ void fused_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tens
     for (int64_t b = 0; b < p.B; ++b)
       std::memcpy(o.bytes() + static_cast<size_t>(b * p.T + t) * o_row, step_out["o"].bytes() + static_cast<size_t>(b) * o_row,
                   o_row);
+  }
+  if (dev != Device::host) {
+    state = state.to(Device::host);
+    for (auto& [_, pool] : conv) pool = pool.to(Device::host);
   }
   to_slots(out.at("ht"), state, p.B, false);
   for (auto& [name, pool] : conv) to_slots(out.at(name), pool, p.B, false);

@@ -1,5 +1,6 @@
 // OpSpecs of kda and kda_decode: parameters, tensors, constraints, reference and driver.
 #include "harness/ops/kda_op.h"
+#include "harness/ops/layer_ops.h"
 
 #include <cmath>
 #include <cstring>
@@ -124,27 +125,7 @@ void kda_check_inputs(const Case& c, const TensorMap& in) {
     want["dt_bias"] = {p.HV * p.K};
   }
   if (p.has_h0) want["h0"] = kda_output_shapes(c).at("ht");
-  for (const auto& [name, shape] : want) {
-    auto it = in.find(name);
-    if (it == in.end()) throw InputError(fmt::format("input tensor '{}' is missing for {}", name, c.str()));
-    const Tensor& t = it->second;
-    if (!info(t.dtype()).is_float)
-      throw InputError(fmt::format("input tensor '{}' has dtype {}, expected a float dtype", name, dg::name(t.dtype())));
-    if (t.shape() != shape) {
-      Tensor expect(t.dtype(), shape);
-      throw InputError(fmt::format("input tensor '{}' has shape {}, expected {}", name, t.shape_str(), expect.shape_str()));
-    }
-    // NaN/Inf scan in blocks of doubles.
-    std::vector<double> buf(4096);
-    for (int64_t off = 0; off < t.numel(); off += static_cast<int64_t>(buf.size())) {
-      int64_t n = std::min<int64_t>(static_cast<int64_t>(buf.size()), t.numel() - off);
-      t.read(off, std::span<double>(buf.data(), static_cast<size_t>(n)));
-      for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(buf[static_cast<size_t>(i)]))
-          throw InputError(fmt::format("input tensor '{}' holds {} at flat index {}", name,
-                                       buf[static_cast<size_t>(i)], off + i));
-    }
-  }
+  for (const auto& [name, shape] : want) check_tensor(in, name, shape, c);
   auto cu = in.find("cu_seqlens");
   if (cu != in.end()) {
     const Tensor& t = cu->second;
@@ -224,6 +205,7 @@ void kda_decode_drive(const Candidate& cand, const Case& c, const TensorMap& in,
       pool.write(kda_decode_slot(b, p.B) * per_seq, buf);
     }
   }
+  if (pool_device(cand.info()) != Device::host) pool = pool.to(pool_device(cand.info()));
   Tensor indices(DType::i64, {p.B});
   for (int64_t b = 0; b < p.B; ++b) indices.data<int64_t>()[b] = kda_decode_slot(b, p.B);
   Case step = c.with("T", "1");
@@ -241,6 +223,7 @@ void kda_decode_drive(const Candidate& cand, const Case& c, const TensorMap& in,
     for (int64_t b = 0; b < p.B; ++b)
       std::memcpy(o.bytes() + static_cast<size_t>(b * p.T + t) * o_row, step_out["o"].bytes() + static_cast<size_t>(b) * o_row, o_row);
   }
+  if (pool.device() != Device::host) pool = pool.to(Device::host);
   std::vector<double> buf(static_cast<size_t>(per_seq));
   for (int64_t b = 0; b < p.B; ++b) {
     pool.read(kda_decode_slot(b, p.B) * per_seq, buf);

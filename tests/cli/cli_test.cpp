@@ -57,10 +57,12 @@ TEST(Cli, VerifySmokeSuiteWritesVersionedJson) {
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_TRUE(j["context"].contains("git_commit"));
   EXPECT_TRUE(j["context"].contains("compiler"));
-  // Every kda case has 3 candidates, every kda_decode case 2.
-  EXPECT_EQ(j["records"].size(), 11u * 3 + 2u * 2);
+  // Every kda case has 4 candidates (3 CPU, 1 CUDA), every kda_decode case 3 (2 CPU, 1 CUDA).
+  EXPECT_EQ(j["records"].size(), 11u * 4 + 2u * 3);
   for (const auto& rec : j["records"]) {
-    EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << rec["candidate"] << ": " << rec["reason"];
+    const std::string cand = rec["candidate"];
+    if (cand.find("_cuda_") != std::string::npos && rec["disposition"] == "NOT_SUPPORTED") continue;   // no GPU here
+    EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << cand << ": " << rec["reason"];
     EXPECT_THAT(rec["reproduce"].get<std::string>(), HasSubstr("driftgate verify --candidate"));
     double bits = rec["outputs"]["o"]["bits"];
     EXPECT_GT(bits, 5.0);
@@ -172,6 +174,31 @@ TEST(CliLayerOps, SmokeSuitePassesWithCertifiedReferences) {
   EXPECT_EQ(ran["causal_conv1d"], 3);
   EXPECT_EQ(ran["rmsnorm_gated"], 3);
   EXPECT_EQ(ran["kda_decode_fused"], 3);
+}
+
+// CUDA candidates go through the same verify: on a machine without a GPU (or a build without
+// CUDA) their rows are NOT_SUPPORTED with the reason and the run still succeeds.
+TEST(CliCuda, CudaCandidatesVerifyOnEveryMachine) {
+  std::string json = tmp("cuda.json");
+  Result r = run("verify --suite kda-smoke --candidate kda_decode_cuda_f32state,kda_cuda_chunk_bf16 --json " + json);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  int rows = 0, not_supported = 0;
+  for (const auto& rec : j["records"]) {
+    if (rec["disposition"] == "SKIPPED") continue;
+    ++rows;
+    if (rec["disposition"] == "NOT_SUPPORTED") {
+      ++not_supported;
+      EXPECT_FALSE(rec["reason"].get<std::string>().empty());
+    } else {
+      EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << rec["candidate"] << ": " << rec["reason"];
+    }
+  }
+  EXPECT_EQ(rows, 13);   // 11 kda cases for the chunk kernel, 2 kda_decode cases for the decode kernel
+  EXPECT_TRUE(not_supported == 0 || not_supported == rows) << not_supported << " of " << rows;
+  if (not_supported) {
+    EXPECT_THAT(r.out, HasSubstr("NOT_SUPPORTED"));
+  }
 }
 
 TEST(CliLayerOps, BadInputExitsTwo) {
