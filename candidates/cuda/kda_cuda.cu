@@ -149,6 +149,21 @@ Tensor& need_out(TensorMap& m, const char* name, const char* op) {
   return it->second;
 }
 
+// Input `name` of `in` on the device as bf16 (the kernels' activations) or f32 (weights, states).
+const __nv_bfloat16* bf16_input(const TensorMap& in, const char* name, const char* op) {
+  return static_cast<const __nv_bfloat16*>(device_input(need(in, name, op), DType::bf16, name));
+}
+const float* f32_input(const TensorMap& in, const char* name, const char* op) {
+  return static_cast<const float*>(device_input(need(in, name, op), DType::f32, name));
+}
+// A_log and dt_bias of the in-op gate modes (null when the case's gate does not read them).
+void gate_inputs(const KdaParams& p, const TensorMap& in, const char* op, const float*& A_log, const float*& dt_bias) {
+  A_log = dt_bias = nullptr;
+  if (p.gate == KdaGate::pregated) return;
+  if (p.use_A_log) A_log = f32_input(in, "A_log", op);
+  dt_bias = static_cast<const float*>(optional_input(in, "dt_bias", DType::f32));
+}
+
 // f32 device results -> output tensor `t` (host or device, any float dtype; one rounding).
 void store_output(const float* dev, Tensor& t) {
   Tensor h(DType::f32, t.shape());
@@ -238,15 +253,15 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     DG_CUDA(cudaStreamSynchronize(t.stream));
     return;
   }
-  std::vector<Tensor> saved;
+  std::vector<void*> saved;   // the in-out state before the first attempt (scratch, kept between calls)
   for (const Region& r : inout) {
-    saved.emplace_back(DType::f32, std::vector<int64_t>{static_cast<int64_t>((r.bytes + 3) / 4)}, Device::cuda);
-    DG_CUDA(cudaMemcpy(saved.back().bytes(), r.p, r.bytes, cudaMemcpyDeviceToDevice));
+    saved.push_back(scratch().get("saved" + std::to_string(saved.size()), r.bytes));
+    DG_CUDA(cudaMemcpy(saved.back(), r.p, r.bytes, cudaMemcpyDeviceToDevice));
   }
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       size_t i = 0;
-      for (const Region& r : inout) DG_CUDA(cudaMemcpy(r.p, saved[i++].bytes(), r.bytes, cudaMemcpyDeviceToDevice));
+      for (const Region& r : inout) DG_CUDA(cudaMemcpy(r.p, saved[i++], r.bytes, cudaMemcpyDeviceToDevice));
     }
     DG_CUDA(cudaCtxResetPersistingL2Cache());
     DG_CUDA(cudaMemsetAsync(t.flush, attempt & 0xff, t.flush_bytes, t.stream));
@@ -345,40 +360,50 @@ __device__ void prepare_qk(float* q, float* k, int K, const GateArgs& a, float* 
   __syncthreads();
 }
 
-// One state column j of one head, held by a warp (lane holds d = lane + 32 i):
-//   s *= exp(g); r = (v_j - s.k) beta; s += k r; o_j = s.q.
-// col: the column's first element; stride: between consecutive d (1 V-first, V K-first).
-template <int KPL>
-__device__ __forceinline__ float column_step(float* col, int64_t stride, int K, const float* q, const float* k,
-                                             const float* decay, float v, float beta) {
+// NC state columns of one head, held by a warp (lane holds d = lane + 32 i of each), per column:
+//   s *= exp(g); r = (v - s.k) beta; s += k r; o = s.q.
+// All NC columns are loaded before any is computed, so a warp keeps NC * KPL loads in flight (the
+// step is bound by the state's read and write). col[c]: column c's first element, or null to skip
+// it (warp-uniform); stride: between consecutive d (1 V-first, V K-first).
+template <int KPL, int NC>
+__device__ __forceinline__ void column_steps(float* const (&col)[NC], int64_t stride, int K, const float* q,
+                                             const float* k, const float* decay, const float (&v)[NC], float beta,
+                                             float (&o)[NC]) {
   const int lane = threadIdx.x % kWarp;
-  float s[KPL];
+  float s[NC][KPL];
 #pragma unroll
-  for (int i = 0; i < KPL; ++i) {
-    const int d = lane + kWarp * i;
-    s[i] = d < K ? col[d * stride] : 0.0f;
-  }
-  float dot = 0;
+  for (int c = 0; c < NC; ++c)
 #pragma unroll
-  for (int i = 0; i < KPL; ++i) {
-    const int d = lane + kWarp * i;
-    if (d < K) {
-      s[i] *= decay[d];
-      dot = fmaf(k[d], s[i], dot);
+    for (int i = 0; i < KPL; ++i) {
+      const int d = lane + kWarp * i;
+      s[c][i] = col[c] && d < K ? col[c][d * stride] : 0.0f;
     }
-  }
-  const float r = (v - warp_sum(dot)) * beta;
-  float o = 0;
 #pragma unroll
-  for (int i = 0; i < KPL; ++i) {
-    const int d = lane + kWarp * i;
-    if (d < K) {
-      s[i] = fmaf(k[d], r, s[i]);
-      o = fmaf(q[d], s[i], o);
-      col[d * stride] = s[i];
+  for (int c = 0; c < NC; ++c) {
+    o[c] = 0.0f;
+    if (!col[c]) continue;
+    float dot = 0;
+#pragma unroll
+    for (int i = 0; i < KPL; ++i) {
+      const int d = lane + kWarp * i;
+      if (d < K) {
+        s[c][i] *= decay[d];
+        dot = fmaf(k[d], s[c][i], dot);
+      }
     }
+    const float r = (v[c] - warp_sum(dot)) * beta;
+    float oc = 0;
+#pragma unroll
+    for (int i = 0; i < KPL; ++i) {
+      const int d = lane + kWarp * i;
+      if (d < K) {
+        s[c][i] = fmaf(k[d], r, s[c][i]);
+        oc = fmaf(q[d], s[c][i], oc);
+        col[c][d * stride] = s[c][i];
+      }
+    }
+    o[c] = warp_sum(oc);
   }
-  return warp_sum(o);
 }
 
 // --- kda_decode ------------------------------------------------------------------------------------
@@ -417,14 +442,19 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
   const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
   float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
   const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float* cols[kDecodeColsPerWarp];
+  float v[kDecodeColsPerWarp], o[kDecodeColsPerWarp];
   for (int c = 0; c < kDecodeColsPerWarp; ++c) {
     const int j = j0 + w * kDecodeColsPerWarp + c;
-    if (j >= V) break;
-    float* col = A.vfirst ? S + int64_t(j) * K : S + j;
-    const float o = column_step<KPL>(col, A.vfirst ? 1 : V, K, q, k, decay,
-                                     bf(A.v, (int64_t(b) * A.HV + hv) * V + j), beta);
-    if (lane == 0) A.o[(int64_t(b) * A.HV + hv) * V + j] = o;
+    cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
+    v[c] = j < V ? bf(A.v, (int64_t(b) * A.HV + hv) * V + j) : 0.0f;
   }
+  column_steps<KPL, kDecodeColsPerWarp>(cols, A.vfirst ? 1 : V, K, q, k, decay, v, beta, o);
+  if (lane == 0)
+    for (int c = 0; c < kDecodeColsPerWarp; ++c) {
+      const int j = j0 + w * kDecodeColsPerWarp + c;
+      if (j < V) A.o[(int64_t(b) * A.HV + hv) * V + j] = o[c];
+    }
 }
 
 template <class Kernel4, class Args>
@@ -528,10 +558,17 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
     __syncthreads();
     const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
     float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
-    for (int j = w; j < V; j += nw) {
-      float* col = A.vfirst ? S + int64_t(j) * K : S + j;
-      const float oj = column_step<KPL>(col, A.vfirst ? 1 : V, K, q, k, decay, v[j], beta);
-      if (lane == 0) o[j] = oj;
+    for (int j0 = 2 * w; j0 < V; j0 += 2 * nw) {   // two columns per warp at a time
+      float* cols[2];
+      float vj[2], oj[2];
+      for (int c = 0; c < 2; ++c) {
+        const int j = j0 + c;
+        cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
+        vj[c] = j < V ? v[j] : 0.0f;
+      }
+      column_steps<KPL, 2>(cols, A.vfirst ? 1 : V, K, q, k, decay, vj, beta, oj);
+      if (lane == 0)
+        for (int c = 0; c < 2 && j0 + c < V; ++c) o[j0 + c] = oj[c];
     }
     __syncthreads();
     // y = (o * rstd) * w * sigmoid(gate), rstd = 1 / sqrt(sum o^2 / V + eps)
@@ -727,15 +764,12 @@ void kda_decode_cuda_f32state(const Case& c, const TensorMap& in, TensorMap& out
   if (pool.numel() % per_slot != 0) throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
   const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / per_slot, op);
   DecodeArgs A{};
-  A.q = static_cast<const __nv_bfloat16*>(device_input(need(in, "q", op), DType::bf16, "q"));
-  A.k = static_cast<const __nv_bfloat16*>(device_input(need(in, "k", op), DType::bf16, "k"));
-  A.v = static_cast<const __nv_bfloat16*>(device_input(need(in, "v", op), DType::bf16, "v"));
-  A.g = static_cast<const __nv_bfloat16*>(device_input(need(in, "g", op), DType::bf16, "g"));
-  A.beta = static_cast<const __nv_bfloat16*>(device_input(need(in, "beta", op), DType::bf16, "beta"));
-  if (p.gate != KdaGate::pregated) {
-    if (p.use_A_log) A.A_log = static_cast<const float*>(device_input(need(in, "A_log", op), DType::f32, "A_log"));
-    A.dt_bias = static_cast<const float*>(optional_input(in, "dt_bias", DType::f32));
-  }
+  A.q = bf16_input(in, "q", op);
+  A.k = bf16_input(in, "k", op);
+  A.v = bf16_input(in, "v", op);
+  A.g = bf16_input(in, "g", op);
+  A.beta = bf16_input(in, "beta", op);
+  gate_inputs(p, in, op, A.A_log, A.dt_bias);
   A.slots = device_slots(slots);
   InOut st = in_out(pool, "state", op);
   A.state = st.dev;
@@ -770,25 +804,18 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   Tensor &pool = need_out(out, "state", op), &o = need_out(out, "o", op);
   const int64_t per_slot = p.HV * p.K * p.V;
   const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / per_slot, op);
-  auto bf16_in = [&](const char* name) {
-    return static_cast<const __nv_bfloat16*>(device_input(need(in, name, op), DType::bf16, name));
-  };
-  auto f32_in = [&](const char* name) { return static_cast<const float*>(device_input(need(in, name, op), DType::f32, name)); };
   FusedArgs A{};
-  A.xq = bf16_in("xq");
-  A.xk = bf16_in("xk");
-  A.xv = bf16_in("xv");
-  A.g = bf16_in("g");
-  A.beta = bf16_in("beta");
-  A.ogate = bf16_in("ogate");
-  A.wq = f32_in("wq");
-  A.wk = f32_in("wk");
-  A.wv = f32_in("wv");
-  A.nweight = f32_in("nweight");
-  if (p.gate != KdaGate::pregated) {
-    if (p.use_A_log) A.A_log = f32_in("A_log");
-    A.dt_bias = static_cast<const float*>(optional_input(in, "dt_bias", DType::f32));
-  }
+  A.xq = bf16_input(in, "xq", op);
+  A.xk = bf16_input(in, "xk", op);
+  A.xv = bf16_input(in, "xv", op);
+  A.g = bf16_input(in, "g", op);
+  A.beta = bf16_input(in, "beta", op);
+  A.ogate = bf16_input(in, "ogate", op);
+  A.wq = f32_input(in, "wq", op);
+  A.wk = f32_input(in, "wk", op);
+  A.wv = f32_input(in, "wv", op);
+  A.nweight = f32_input(in, "nweight", op);
+  gate_inputs(p, in, op, A.A_log, A.dt_bias);
   A.slots = device_slots(slots);
   InOut st = in_out(pool, "state", op);
   InOut cq = in_out(need_out(out, "conv_q", op), "conv_q", op), ck = in_out(need_out(out, "conv_k", op), "conv_k", op),
@@ -829,16 +856,13 @@ void kda_cuda_chunk_bf16(const Case& c, const TensorMap& in, TensorMap& out) {
   std::vector<int64_t> cu(static_cast<size_t>(N + 1));
   for (int64_t n = 0; n <= N; ++n) cu[static_cast<size_t>(n)] = n < N ? p.seq_begin(n) : p.seq_end(N - 1);
   ChunkArgs A{};
-  A.q = static_cast<const __nv_bfloat16*>(device_input(need(in, "q", op), DType::bf16, "q"));
-  A.k = static_cast<const __nv_bfloat16*>(device_input(need(in, "k", op), DType::bf16, "k"));
-  A.v = static_cast<const __nv_bfloat16*>(device_input(need(in, "v", op), DType::bf16, "v"));
-  A.g = static_cast<const __nv_bfloat16*>(device_input(need(in, "g", op), DType::bf16, "g"));
-  A.beta = static_cast<const __nv_bfloat16*>(device_input(need(in, "beta", op), DType::bf16, "beta"));
-  if (p.gate != KdaGate::pregated) {
-    if (p.use_A_log) A.A_log = static_cast<const float*>(device_input(need(in, "A_log", op), DType::f32, "A_log"));
-    A.dt_bias = static_cast<const float*>(optional_input(in, "dt_bias", DType::f32));
-  }
-  if (p.has_h0) A.h0 = static_cast<const float*>(device_input(need(in, "h0", op), DType::f32, "h0"));
+  A.q = bf16_input(in, "q", op);
+  A.k = bf16_input(in, "k", op);
+  A.v = bf16_input(in, "v", op);
+  A.g = bf16_input(in, "g", op);
+  A.beta = bf16_input(in, "beta", op);
+  gate_inputs(p, in, op, A.A_log, A.dt_bias);
+  if (p.has_h0) A.h0 = f32_input(in, "h0", op);
   void* dcu = scratch().get("cu", cu.size() * sizeof(int64_t));
   device_copy(dcu, Device::cuda, cu.data(), Device::host, cu.size() * sizeof(int64_t));
   A.cu = static_cast<const int64_t*>(dcu);
