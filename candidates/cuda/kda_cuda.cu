@@ -803,6 +803,8 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   const int64_t W = c.integer("W");
   Tensor &pool = need_out(out, "state", op), &o = need_out(out, "o", op);
   const int64_t per_slot = p.HV * p.K * p.V;
+  if (pool.numel() % per_slot != 0)
+    throw std::invalid_argument("kda_decode_fused: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
   const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / per_slot, op);
   FusedArgs A{};
   A.xq = bf16_input(in, "xq", op);
