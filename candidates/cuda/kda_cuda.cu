@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "candidates/cpu/kda_cpu.h"
 #include "candidates/cuda/device.h"
 #include "harness/device_timing.h"
 #include "harness/ops/kda_op.h"
@@ -481,26 +482,12 @@ void check_decode_shapes(const KdaParams& p, const char* op) {
   if (p.K > kMaxKPerLane * kWarp) throw NotSupported(std::string(op) + ": K > 256");
 }
 
+// The pool slot of each sequence, checked by the CPU decode's own rules (kda_cpu::state_slots);
+// state_indices may live on the device.
 std::vector<int64_t> host_slots(const TensorMap& in, int64_t B, int64_t pool_slots, const char* op) {
-  const Tensor& t0 = need(in, "state_indices", op);
-  const Tensor t = t0.device() == Device::cuda ? t0.to(Device::host) : t0;
-  if (t.numel() != B) throw std::invalid_argument(std::string(op) + ": state_indices must have B elements");
-  std::vector<int64_t> s(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    if (t.dtype() == DType::i64) s[static_cast<size_t>(b)] = t.data<int64_t>()[b];
-    else if (t.dtype() == DType::i32) s[static_cast<size_t>(b)] = t.data<int32_t>()[b];
-    else throw std::invalid_argument(std::string(op) + ": state_indices must be i64 or i32");
-    if (s[static_cast<size_t>(b)] >= pool_slots)
-      throw std::invalid_argument(std::string(op) + ": state index " + std::to_string(s[static_cast<size_t>(b)]) +
-                                  " is outside the pool of " + std::to_string(pool_slots) + " slots");
-  }
-  std::vector<int64_t> used;
-  for (int64_t x : s)
-    if (x >= 0) used.push_back(x);
-  std::sort(used.begin(), used.end());
-  if (std::adjacent_find(used.begin(), used.end()) != used.end())
-    throw std::invalid_argument(std::string(op) + ": two sequences share one state slot");
-  return s;
+  const Tensor& t = need(in, "state_indices", op);
+  if (t.device() == Device::host) return kda_cpu::state_slots(in, B, pool_slots);
+  return kda_cpu::state_slots(TensorMap{{"state_indices", t.to(Device::host)}}, B, pool_slots);
 }
 const int64_t* device_slots(const std::vector<int64_t>& s) {
   void* d = scratch().get("slots", s.size() * sizeof(int64_t));
