@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
-  libeigen3-dev libmpfr-dev libgmp-dev libboost-dev
+  libeigen3-dev libmpfr-dev libgmp-dev libboost-dev libboost-context-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   python3 python3-numpy

@@ -7,19 +7,32 @@
 // crashes. Every CUDA call is checked (DG_CUDA), and every launch right after it (DG_LAUNCHED).
 //
 // Timing (harness/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
-// reset, L2 flushed by a memset over twice its size, device synchronised; start event on the
-// candidate's stream (a blocking stream), the kernel, end event on the legacy default stream, which
-// waits for every blocking stream; then the SM clock measured by a fixed-cycle probe. A launch whose
+// reset, L2 flushed by a memset over twice its size, device synchronised; a 20 us guard spin on the
+// candidate's stream (a blocking stream), so the launch is enqueued before the GPU reaches it; the
+// start event, the kernel, the end event on the legacy default stream, which waits for every
+// blocking stream; then the SM clock measured by a fixed-cycle probe. Wall time is the host's, less
+// the guard spin's device time. A launch whose
 // clock fell below 90% of the fastest seen is measured again (up to three times) from the in-out
 // buffers it started from (saved before the first attempt), and counted as throttled. The device's
 // memory bandwidth comes from its attributes (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
 //
 // Numerics: compiled with --fmad=false and -ffp-contract=off like the CPU code, so every fused
 // multiply-add below is an explicit fmaf; expf/log1pf are the accurate CUDA versions (no fast math).
+//
+// Emulation: with DG_CUDA_EMULATE this file compiles as host C++ against candidates/cuda/emu/
+// cuda_emu.h (kernels as fibers, device memory on the host), so tests run its kernels and host code
+// on machines without a GPU; DG_LAUNCH is the one spelling of a launch for both.
 #include "candidates/cuda/kda_cuda.h"
 
+#ifdef DG_CUDA_EMULATE
+// The same source on the host (candidates/cuda/emu/cuda_emu.h): kernels run as fibers, for tests.
+#include "candidates/cuda/emu/cuda_emu.h"
+#define DG_LAUNCH(kernel, grid, block, stream, ...) ::dg::cuda_emu::launch(kernel, grid, block, stream, __VA_ARGS__)
+#else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#define DG_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -135,34 +148,38 @@ const void* device_input(const Tensor& t, DType want, const std::string& name) {
   device_copy(d, Device::cuda, h.bytes(), Device::host, h.nbytes());
   return d;
 }
-const void* optional_input(const TensorMap& in, const char* name, DType want) {
-  auto it = in.find(name);
-  return it == in.end() ? nullptr : device_input(it->second, want, name);
+// Tensor `name` of `m`, holding `numel` elements (the kernels index it by the case's shape).
+template <class Map>
+auto& need(Map& m, const char* name, const char* op, int64_t numel) {
+  auto it = m.find(name);
+  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
+  if (it->second.numel() != numel)
+    throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' has shape " + it->second.shape_str() + " (" +
+                                std::to_string(it->second.numel()) + " elements); the case needs " +
+                                std::to_string(numel));
+  return it->second;
 }
 const Tensor& need(const TensorMap& m, const char* name, const char* op) {
   auto it = m.find(name);
   if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
   return it->second;
 }
-Tensor& need_out(TensorMap& m, const char* name, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' is missing");
-  return it->second;
-}
 
-// Input `name` of `in` on the device as bf16 (the kernels' activations) or f32 (weights, states).
-const __nv_bfloat16* bf16_input(const TensorMap& in, const char* name, const char* op) {
-  return static_cast<const __nv_bfloat16*>(device_input(need(in, name, op), DType::bf16, name));
+// Input `name` of `in` (numel elements) on the device as bf16 (the kernels' activations) or f32
+// (weights, states).
+const __nv_bfloat16* bf16_input(const TensorMap& in, const char* name, const char* op, int64_t numel) {
+  return static_cast<const __nv_bfloat16*>(device_input(need(in, name, op, numel), DType::bf16, name));
 }
-const float* f32_input(const TensorMap& in, const char* name, const char* op) {
-  return static_cast<const float*>(device_input(need(in, name, op), DType::f32, name));
+const float* f32_input(const TensorMap& in, const char* name, const char* op, int64_t numel) {
+  return static_cast<const float*>(device_input(need(in, name, op, numel), DType::f32, name));
 }
-// A_log and dt_bias of the in-op gate modes (null when the case's gate does not read them).
+// A_log [HV] and dt_bias [HV*K] of the in-op gate modes (null when the case's gate does not read
+// them; dt_bias is optional).
 void gate_inputs(const KdaParams& p, const TensorMap& in, const char* op, const float*& A_log, const float*& dt_bias) {
   A_log = dt_bias = nullptr;
   if (p.gate == KdaGate::pregated) return;
-  if (p.use_A_log) A_log = f32_input(in, "A_log", op);
-  dt_bias = static_cast<const float*>(optional_input(in, "dt_bias", DType::f32));
+  if (p.use_A_log) A_log = f32_input(in, "A_log", op, p.HV);
+  if (in.count("dt_bias")) dt_bias = f32_input(in, "dt_bias", op, p.HV * p.K);
 }
 
 // f32 device results -> output tensor `t` (host or device, any float dtype; one rounding).
@@ -195,19 +212,27 @@ InOut in_out(Tensor& t, const std::string& name, const char* op) {
 // --- timing --------------------------------------------------------------------------------------
 // Spins `cycles` SM clocks and writes the wall time it took, read from the global timer inside the
 // kernel (so launch latency does not enter the clock measurement).
+__device__ __forceinline__ unsigned long long global_timer() {
+#ifdef DG_CUDA_EMULATE
+  return globaltimer_ns();
+#else
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
 __global__ void spin_kernel(long long cycles, unsigned long long* ns) {
-  unsigned long long g0, g1;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  const unsigned long long g0 = global_timer();
   const long long t0 = clock64();
   while (clock64() - t0 < cycles) {
   }
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  const unsigned long long g1 = global_timer();
   if (ns) *ns = g1 - g0;
 }
 
 struct Timer {
   cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEvent_t pre = nullptr, start = nullptr, stop = nullptr;
   void* flush = nullptr;
   size_t flush_bytes = 0;
   double peak_gbs = 0, max_mhz = 0;
@@ -217,6 +242,7 @@ Timer& timer() {
   if (!t.stream) {
     require_device();
     DG_CUDA(cudaStreamCreate(&t.stream));   // blocking: the legacy default stream waits for it
+    DG_CUDA(cudaEventCreate(&t.pre));
     DG_CUDA(cudaEventCreate(&t.start));
     DG_CUDA(cudaEventCreate(&t.stop));
     int dev = 0, l2 = 0, mem_khz = 0, bus_bits = 0;
@@ -235,7 +261,7 @@ Timer& timer() {
 double probe_clock_mhz(Timer& t) {
   constexpr long long kCycles = 200000;
   auto* ns = static_cast<unsigned long long*>(scratch().get("clock_ns", sizeof(unsigned long long)));
-  spin_kernel<<<1, 1, 0, t.stream>>>(kCycles, ns);
+  DG_LAUNCH(spin_kernel, 1, 1, t.stream, kCycles, ns);
   DG_LAUNCHED("spin_kernel");
   unsigned long long host_ns = 0;
   DG_CUDA(cudaMemcpy(&host_ns, ns, sizeof host_ns, cudaMemcpyDeviceToHost));
@@ -275,18 +301,23 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     DG_CUDA(cudaMemsetAsync(t.flush, attempt & 0xff, t.flush_bytes, t.stream));
     DG_CUDA(cudaDeviceSynchronize());
     // A short spin ahead of the start event keeps the stream busy while the host enqueues the
-    // launch, so the launch API's latency is not counted as device time.
-    spin_kernel<<<1, 1, 0, t.stream>>>(40000, nullptr);
-    DG_LAUNCHED("spin_kernel");
+    // launch, so the launch API's latency is not counted as device time. The wall time runs from
+    // before the spin to the end of the synchronisation, less the spin's device time (pre ->
+    // start): what a caller of the launch waits for, without the spin.
     const auto w0 = std::chrono::steady_clock::now();
+    DG_CUDA(cudaEventRecord(t.pre, t.stream));
+    DG_LAUNCH(spin_kernel, 1, 1, t.stream, 40000LL, nullptr);
+    DG_LAUNCHED("spin_kernel");
     DG_CUDA(cudaEventRecord(t.start, t.stream));
     launch(t.stream);
     DG_CUDA(cudaEventRecord(t.stop, cudaStreamLegacy));
     DG_CUDA(cudaEventSynchronize(t.stop));
     DG_CUDA(cudaDeviceSynchronize());
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-    float ms = 0;
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    float ms = 0, spin_ms = 0;
     DG_CUDA(cudaEventElapsedTime(&ms, t.start, t.stop));
+    DG_CUDA(cudaEventElapsedTime(&spin_ms, t.pre, t.start));
+    const double wall = std::max(total - static_cast<double>(spin_ms) * 1e-3, static_cast<double>(ms) * 1e-3);
     const double mhz = probe_clock_mhz(t);
     t.max_mhz = std::max(t.max_mhz, mhz);
     if (mhz < 0.9 * t.max_mhz && attempt < 3) {
@@ -372,24 +403,29 @@ __device__ void prepare_qk(float* q, float* k, int K, const GateArgs& a, float* 
   __syncthreads();
 }
 
-// NC state columns of one head, held by a warp (lane holds d = lane + 32 i of each), per column:
-//   s *= exp(g); r = (v - s.k) beta; s += k r; o = s.q.
-// All NC columns are loaded before any is computed, so a warp keeps NC * KPL loads in flight (the
-// step is bound by the state's read and write). col[c]: column c's first element, or null to skip
-// it (warp-uniform); stride: between consecutive d (1 V-first, V K-first).
+// NC state columns of one head, held by a warp: lane holds d = lane + 32 i of each (coalesced in
+// the V-first layout). col[c]: column c's first element, or null to skip it (warp-uniform);
+// stride: between consecutive d (1 V-first, V K-first). The state is read and written once per
+// step, so it bypasses the caches' keep policy (__ldcs/__stcs: streaming).
 template <int KPL, int NC>
-__device__ __forceinline__ void column_steps(float* const (&col)[NC], int64_t stride, int K, const float* q,
-                                             const float* k, const float* decay, const float (&v)[NC], float beta,
-                                             float (&o)[NC]) {
+__device__ __forceinline__ void load_columns(float (&s)[NC][KPL], float* const (&col)[NC], int64_t stride, int K) {
   const int lane = threadIdx.x % kWarp;
-  float s[NC][KPL];
 #pragma unroll
   for (int c = 0; c < NC; ++c)
 #pragma unroll
     for (int i = 0; i < KPL; ++i) {
       const int d = lane + kWarp * i;
-      s[c][i] = col[c] && d < K ? col[c][d * stride] : 0.0f;
+      s[c][i] = col[c] && d < K ? __ldcs(col[c] + d * stride) : 0.0f;
     }
+}
+
+// The step of the columns load_columns() read, per column:
+//   s *= exp(g); r = (v - s.k) beta; s += k r; o = s.q; the column stored back.
+template <int KPL, int NC>
+__device__ __forceinline__ void step_columns(float (&s)[NC][KPL], float* const (&col)[NC], int64_t stride, int K,
+                                             const float* q, const float* k, const float* decay, const float (&v)[NC],
+                                             float beta, float (&o)[NC]) {
+  const int lane = threadIdx.x % kWarp;
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
     o[c] = 0.0f;
@@ -411,7 +447,7 @@ __device__ __forceinline__ void column_steps(float* const (&col)[NC], int64_t st
       if (d < K) {
         s[c][i] = fmaf(k[d], r, s[c][i]);
         oc = fmaf(q[d], s[c][i], oc);
-        col[c][d * stride] = s[c][i];
+        __stcs(col[c] + d * stride, s[c][i]);
       }
     }
     o[c] = warp_sum(oc);
@@ -429,11 +465,14 @@ struct DecodeArgs {
   GateArgs a;
 };
 
-constexpr int kDecodeWarps = 4, kDecodeColsPerWarp = 2, kDecodeCols = kDecodeWarps * kDecodeColsPerWarp;
+constexpr int kDecodeWarps = 4, kDecodeColsPerWarp = 4, kDecodeCols = kDecodeWarps * kDecodeColsPerWarp;
 
 // Block (b, hv) x a tile of kDecodeCols state columns; each warp takes kDecodeColsPerWarp columns.
+// The step is bound by the state's read and write, so each warp issues its columns' loads first
+// (NC * KPL loads in flight per lane) and forms q, k and the decay while they arrive.
 template <int KPL>
 __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeArgs A) {
+  constexpr int NC = kDecodeColsPerWarp;
   __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], red[64];
   const int b = blockIdx.x / A.HV, hv = blockIdx.x % A.HV, h = hv / (A.HV / A.H), K = A.K, V = A.V;
   const int j0 = blockIdx.y * kDecodeCols;
@@ -442,6 +481,16 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
     for (int j = j0 + threadIdx.x; j < min(V, j0 + kDecodeCols); j += blockDim.x) A.o[(int64_t(b) * A.HV + hv) * V + j] = 0.0f;
     return;
   }
+  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
+  float* cols[NC];
+  float v[NC], o[NC], st[NC][KPL];
+  for (int c = 0; c < NC; ++c) {
+    const int j = j0 + w * NC + c;
+    cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
+    v[c] = j < V ? bf(A.v, (int64_t(b) * A.HV + hv) * V + j) : 0.0f;
+  }
+  load_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K);
   const float a_exp = A.A_log ? expf(A.A_log[hv]) : 1.0f;
   for (int d = threadIdx.x; d < K; d += blockDim.x) {
     q[d] = bf(A.q, (int64_t(b) * A.H + h) * K + d);
@@ -452,19 +501,10 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
   __syncthreads();
   prepare_qk(q, k, K, A.a, red);
   const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
-  float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* cols[kDecodeColsPerWarp];
-  float v[kDecodeColsPerWarp], o[kDecodeColsPerWarp];
-  for (int c = 0; c < kDecodeColsPerWarp; ++c) {
-    const int j = j0 + w * kDecodeColsPerWarp + c;
-    cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
-    v[c] = j < V ? bf(A.v, (int64_t(b) * A.HV + hv) * V + j) : 0.0f;
-  }
-  column_steps<KPL, kDecodeColsPerWarp>(cols, A.vfirst ? 1 : V, K, q, k, decay, v, beta, o);
+  step_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K, q, k, decay, v, beta, o);
   if (lane == 0)
-    for (int c = 0; c < kDecodeColsPerWarp; ++c) {
-      const int j = j0 + w * kDecodeColsPerWarp + c;
+    for (int c = 0; c < NC; ++c) {
+      const int j = j0 + w * NC + c;
       if (j < V) A.o[(int64_t(b) * A.HV + hv) * V + j] = o[c];
     }
 }
@@ -473,13 +513,22 @@ template <class Kernel4, class Args>
 void launch_by_k(int K, dim3 grid, dim3 block, cudaStream_t s, const Args& a, Kernel4 pick) {
   const int kpl = (K + kWarp - 1) / kWarp;
   auto kernel = pick(kpl <= 1 ? 1 : kpl <= 2 ? 2 : kpl <= 4 ? 4 : 8);
-  kernel<<<grid, block, 0, s>>>(a);
+  DG_LAUNCH(kernel, grid, block, s, a);
 }
 
 void check_decode_shapes(const KdaParams& p, const char* op) {
   if (p.T != 1 || !p.cu_seqlens.empty())
     throw std::invalid_argument(std::string(op) + ": a step takes one token per sequence (T=1, no cu_seqlens)");
   if (p.K > kMaxKPerLane * kWarp) throw NotSupported(std::string(op) + ": K > 256");
+}
+
+// The element count of the state pool `out["state"]`: whole [HV,K,V] slots, at least one.
+int64_t pool_numel(const TensorMap& out, const KdaParams& p, const char* op) {
+  const Tensor& pool = need(out, "state", op);
+  const int64_t per_slot = p.HV * p.K * p.V;
+  if (pool.numel() == 0 || pool.numel() % per_slot != 0)
+    throw std::invalid_argument(std::string(op) + ": state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
+  return pool.numel();
 }
 
 // The pool slot of each sequence, checked by the CPU decode's own rules (kda_cpu::state_slots);
@@ -527,6 +576,7 @@ __device__ __forceinline__ float conv_channel(float x, const float* w, float* po
 // of v, the state step over every column, the gated norm of the head's output row.
 template <int KPL>
 __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
+  constexpr int NC = 4;
   __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], v[256], o[256], red[64];
   const int b = blockIdx.x / A.H, h = blockIdx.x % A.H, K = A.K, V = A.V, W = A.W, group = A.HV / A.H;
   const int64_t slot = A.slots[b];
@@ -556,17 +606,18 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
     __syncthreads();
     const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
     float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
-    for (int j0 = 2 * w; j0 < V; j0 += 2 * nw) {   // two columns per warp at a time
-      float* cols[2];
-      float vj[2], oj[2];
-      for (int c = 0; c < 2; ++c) {
+    for (int j0 = NC * w; j0 < V; j0 += NC * nw) {   // NC columns per warp at a time
+      float* cols[NC];
+      float vj[NC], oj[NC], st[NC][KPL];
+      for (int c = 0; c < NC; ++c) {
         const int j = j0 + c;
         cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
         vj[c] = j < V ? v[j] : 0.0f;
       }
-      column_steps<KPL, 2>(cols, A.vfirst ? 1 : V, K, q, k, decay, vj, beta, oj);
+      load_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K);
+      step_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K, q, k, decay, vj, beta, oj);
       if (lane == 0)
-        for (int c = 0; c < 2 && j0 + c < V; ++c) o[j0 + c] = oj[c];
+        for (int c = 0; c < NC && j0 + c < V; ++c) o[j0 + c] = oj[c];
     }
     __syncthreads();
     // y = (o * rstd) * w * sigmoid(gate), rstd = 1 / sqrt(sum o^2 / V + eps)
@@ -757,16 +808,15 @@ void kda_decode_cuda_f32state(const Case& c, const TensorMap& in, TensorMap& out
   require_device();
   const KdaParams p = kda_params(c);
   check_decode_shapes(p, op);
-  Tensor &pool = need_out(out, "state", op), &o = need_out(out, "o", op);
-  const int64_t per_slot = p.HV * p.K * p.V;
-  if (pool.numel() % per_slot != 0) throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / per_slot, op);
+  Tensor& pool = need(out, "state", op, pool_numel(out, p, op));
+  Tensor& o = need(out, "o", op, p.B * p.HV * p.V);
+  const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / (p.HV * p.K * p.V), op);
   DecodeArgs A{};
-  A.q = bf16_input(in, "q", op);
-  A.k = bf16_input(in, "k", op);
-  A.v = bf16_input(in, "v", op);
-  A.g = bf16_input(in, "g", op);
-  A.beta = bf16_input(in, "beta", op);
+  A.q = bf16_input(in, "q", op, p.B * p.H * p.K);
+  A.k = bf16_input(in, "k", op, p.B * p.H * p.K);
+  A.v = bf16_input(in, "v", op, p.B * p.HV * p.V);
+  A.g = bf16_input(in, "g", op, p.B * p.HV * p.K);
+  A.beta = bf16_input(in, "beta", op, p.B * p.HV);
   gate_inputs(p, in, op, A.A_log, A.dt_bias);
   A.slots = device_slots(slots);
   InOut st = in_out(pool, "state", op);
@@ -799,27 +849,29 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   check_decode_shapes(p, op);
   if (p.V > 256) throw NotSupported("kda_decode_fused: V > 256");
   const int64_t W = c.integer("W");
-  Tensor &pool = need_out(out, "state", op), &o = need_out(out, "o", op);
-  const int64_t per_slot = p.HV * p.K * p.V;
-  if (pool.numel() % per_slot != 0)
-    throw std::invalid_argument("kda_decode_fused: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / per_slot, op);
+  if (W < 1 || W > 8) throw NotSupported("kda_decode_fused: conv width W must be 1..8");
+  Tensor& pool = need(out, "state", op, pool_numel(out, p, op));
+  Tensor& o = need(out, "o", op, p.B * p.HV * p.V);
+  const int64_t N = pool.numel() / (p.HV * p.K * p.V), Cq = p.H * p.K, Cv = p.HV * p.V;
+  const std::vector<int64_t> slots = host_slots(in, p.B, N, op);
   FusedArgs A{};
-  A.xq = bf16_input(in, "xq", op);
-  A.xk = bf16_input(in, "xk", op);
-  A.xv = bf16_input(in, "xv", op);
-  A.g = bf16_input(in, "g", op);
-  A.beta = bf16_input(in, "beta", op);
-  A.ogate = bf16_input(in, "ogate", op);
-  A.wq = f32_input(in, "wq", op);
-  A.wk = f32_input(in, "wk", op);
-  A.wv = f32_input(in, "wv", op);
-  A.nweight = f32_input(in, "nweight", op);
+  A.xq = bf16_input(in, "xq", op, p.B * Cq);
+  A.xk = bf16_input(in, "xk", op, p.B * Cq);
+  A.xv = bf16_input(in, "xv", op, p.B * Cv);
+  A.g = bf16_input(in, "g", op, p.B * p.HV * p.K);
+  A.beta = bf16_input(in, "beta", op, p.B * p.HV);
+  A.ogate = bf16_input(in, "ogate", op, p.B * Cv);
+  A.wq = f32_input(in, "wq", op, Cq * W);
+  A.wk = f32_input(in, "wk", op, Cq * W);
+  A.wv = f32_input(in, "wv", op, Cv * W);
+  A.nweight = f32_input(in, "nweight", op, p.V);
   gate_inputs(p, in, op, A.A_log, A.dt_bias);
   A.slots = device_slots(slots);
   InOut st = in_out(pool, "state", op);
-  InOut cq = in_out(need_out(out, "conv_q", op), "conv_q", op), ck = in_out(need_out(out, "conv_k", op), "conv_k", op),
-        cv = in_out(need_out(out, "conv_v", op), "conv_v", op);
+  // The conv pools have the state pool's slots: [N, channels, W-1].
+  InOut cq = in_out(need(out, "conv_q", op, N * Cq * (W - 1)), "conv_q", op),
+        ck = in_out(need(out, "conv_k", op, N * Cq * (W - 1)), "conv_k", op),
+        cv = in_out(need(out, "conv_v", op, N * Cv * (W - 1)), "conv_v", op);
   A.state = st.dev;
   A.cq = cq.dev;
   A.ck = ck.dev;
@@ -856,18 +908,19 @@ void kda_cuda_chunk_bf16(const Case& c, const TensorMap& in, TensorMap& out) {
   std::vector<int64_t> cu(static_cast<size_t>(N + 1));
   for (int64_t n = 0; n <= N; ++n) cu[static_cast<size_t>(n)] = n < N ? p.seq_begin(n) : p.seq_end(N - 1);
   ChunkArgs A{};
-  A.q = bf16_input(in, "q", op);
-  A.k = bf16_input(in, "k", op);
-  A.v = bf16_input(in, "v", op);
-  A.g = bf16_input(in, "g", op);
-  A.beta = bf16_input(in, "beta", op);
+  const int64_t tokens = cu.back();
+  A.q = bf16_input(in, "q", op, tokens * p.H * p.K);
+  A.k = bf16_input(in, "k", op, tokens * p.H * p.K);
+  A.v = bf16_input(in, "v", op, tokens * p.HV * p.V);
+  A.g = bf16_input(in, "g", op, tokens * p.HV * p.K);
+  A.beta = bf16_input(in, "beta", op, tokens * p.HV);
   gate_inputs(p, in, op, A.A_log, A.dt_bias);
-  if (p.has_h0) A.h0 = f32_input(in, "h0", op);
+  if (p.has_h0) A.h0 = f32_input(in, "h0", op, N * p.HV * p.K * p.V);
   void* dcu = scratch().get("cu", cu.size() * sizeof(int64_t));
   device_copy(dcu, Device::cuda, cu.data(), Device::host, cu.size() * sizeof(int64_t));
   A.cu = static_cast<const int64_t*>(dcu);
-  Tensor& o = need_out(out, "o", op);
-  Tensor& ht = need_out(out, "ht", op);
+  Tensor& o = need(out, "o", op, tokens * p.HV * p.V);
+  Tensor& ht = need(out, "ht", op, N * p.HV * p.K * p.V);
   A.o = static_cast<float*>(scratch().get("o", static_cast<size_t>(o.numel()) * 4));
   A.ht = static_cast<float*>(scratch().get("ht", static_cast<size_t>(ht.numel()) * 4));
   const int64_t blocks = N * p.HV;
@@ -879,7 +932,7 @@ void kda_cuda_chunk_bf16(const Case& c, const TensorMap& in, TensorMap& out) {
   A.vfirst = p.state_v_first ? 1 : 0;
   A.a = gate_args(p);
   run_launch([&](cudaStream_t s) {
-    kda_chunk_bf16_kernel<<<static_cast<unsigned>(blocks), kChunkThreads, 0, s>>>(A);
+    DG_LAUNCH(kda_chunk_bf16_kernel, static_cast<unsigned>(blocks), kChunkThreads, s, A);
     DG_LAUNCHED("kda_chunk_bf16_kernel");
   });
   store_output(A.o, o);

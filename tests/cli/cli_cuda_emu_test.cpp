@@ -1,0 +1,78 @@
+// The command line with the CUDA candidates' kernels run on the CUDA emulator (driftgate_emu, the
+// driftgate program linked against candidates/cuda/emu): the GPU rows of verify, bench and gate that
+// a GPU machine prints, produced here on the host. Times are host times; what is tested is that
+// every GPU path runs and reports what it measured.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_driftgate.h"
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+using testing::slurp;
+
+std::string tmp(const std::string& name) {
+  std::string p = ::testing::TempDir() + "/dg_cli_emu_" + name;
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(CliCudaEmu, VerifyRunsEveryCudaCandidateOnTheKdaSuites) {
+  std::string json = tmp("verify.json");
+  testing::CliResult r = testing::run_driftgate(
+      "verify --suite kda-smoke --candidate kda_decode_cuda_f32state,kda_cuda_chunk_bf16 --json " + json);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  int passed = 0;
+  for (const auto& rec : j["records"]) {
+    if (rec["disposition"] == "SKIPPED") continue;
+    EXPECT_EQ(rec["disposition"], "PASSED") << rec["case"] << " " << rec["candidate"] << ": " << rec["reason"];
+    passed += rec["disposition"] == "PASSED";
+  }
+  EXPECT_EQ(passed, 13);   // as on a GPU: 11 kda cases for the chunk kernel, 2 kda_decode cases
+}
+
+TEST(CliCudaEmu, BenchRowsReportDeviceTimeWallTimeAndThePeak) {
+  testing::CliResult r = testing::run_driftgate(
+      "bench --candidate kda_decode_cuda_f32state,kda_decode_cpu_f32 --max-time 1 "
+      "--case 'kda_decode(T=2,B=2,H=1,K=64,V=64,layout=vfirst,regime=kimi_linear,seed=0)'");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("device time (above) on driftgate CUDA emulator (host fibers)"));
+  EXPECT_THAT(r.out, HasSubstr("host overhead"));
+  EXPECT_THAT(r.out, HasSubstr("GB/s of 4915 GB/s peak"));
+}
+
+TEST(CliCudaEmu, GateJudgesACudaPatchAgainstItsCpuBase) {
+  std::string out = tmp("gate");
+  std::string policy = tmp("quick.toml");
+  std::ofstream(policy) << "[throughput]\nmax_time_s = 1\n";
+  testing::CliResult r = testing::run_driftgate(
+      "gate --base kda_decode_cpu_f32 --patch kda_decode_cuda_f32state --policy " + policy + " --out " + out +
+      " --case 'kda_decode(T=2,B=2,H=1,K=64,V=64,layout=vfirst,regime=kimi_linear,seed=0)'");
+  // The emulated kernel passes every precision check and is rejected on speed alone.
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  const auto& row = j["rows"][0];
+  EXPECT_EQ(row["patch"]["disposition"], "PASSED");
+  int failed = 0;
+  for (const auto& check : row["checks"]) {
+    const bool speed = check["name"] == "throughput";
+    EXPECT_EQ(check["passed"].get<bool>(), !speed) << check["name"];
+    failed += !check["passed"].get<bool>();
+  }
+  EXPECT_EQ(failed, 1);
+  ASSERT_FALSE(row["speed"].is_null());
+  EXPECT_TRUE(row["speed"]["patch_on_device"].get<bool>());
+  EXPECT_GE(row["speed"]["patch_wall_median_s"].get<double>(), row["speed"]["patch_median_s"].get<double>());
+  EXPECT_EQ(row["speed"]["verdict"], "SLOWER");
+}
+
+}  // namespace
+}  // namespace dg
