@@ -4,6 +4,10 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -48,7 +52,14 @@ class Stacks {
     free_.pop_back();
     return s;
   }
-  void deallocate(bc::stack_context& s) noexcept { free_.push_back(s); }
+  void deallocate(bc::stack_context& s) noexcept {
+#if defined(__SANITIZE_ADDRESS__)
+    // A fiber unwound mid-call (a failed block) leaves its frames' red zones poisoned; the next
+    // fiber on this stack must start clean.
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(s.sp) - s.size, s.size);
+#endif
+    free_.push_back(s);
+  }
   ~Stacks() {
     for (bc::stack_context& s : free_) alloc_.deallocate(s);
   }

@@ -48,8 +48,8 @@
 #define __shared__ static thread_local
 
 // --- built-in variables ------------------------------------------------------------------------------
-struct uint3 {
-  unsigned x = 0, y = 0, z = 0;
+struct uint3 {   // an aggregate, as CUDA's: thread_local copies need no initialiser
+  unsigned x, y, z;
 };
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
