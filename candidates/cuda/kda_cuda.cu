@@ -11,10 +11,10 @@
 // candidate's stream (a blocking stream), so the launch is enqueued before the GPU reaches it; the
 // start event, the kernel, the end event on the legacy default stream, which waits for every
 // blocking stream; then the SM clock measured by a fixed-cycle probe. Wall time is the host's, less
-// the guard spin's device time. A launch whose
-// clock fell below 90% of the fastest seen is measured again (up to three times) from the in-out
-// buffers it started from (saved before the first attempt), and counted as throttled. The device's
-// memory bandwidth comes from its attributes (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
+// the guard spin's device time. A launch whose clock fell below 90% of the fastest seen is measured
+// again (up to three times) from the in-out buffers it started from (saved before the first
+// attempt), and counted as throttled. The device's memory bandwidth comes from its attributes
+// (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
 //
 // Numerics: compiled with --fmad=false and -ffp-contract=off like the CPU code, so every fused
 // multiply-add below is an explicit fmaf; expf/log1pf are the accurate CUDA versions (no fast math).
@@ -25,7 +25,6 @@
 #include "candidates/cuda/kda_cuda.h"
 
 #ifdef DG_CUDA_EMULATE
-// The same source on the host (candidates/cuda/emu/cuda_emu.h): kernels run as fibers, for tests.
 #include "candidates/cuda/emu/cuda_emu.h"
 #define DG_LAUNCH(kernel, grid, block, stream, ...) ::dg::cuda_emu::launch(kernel, grid, block, stream, __VA_ARGS__)
 #else
