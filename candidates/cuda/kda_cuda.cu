@@ -521,13 +521,19 @@ void check_decode_shapes(const KdaParams& p, const char* op) {
   if (p.K > kMaxKPerLane * kWarp) throw NotSupported(std::string(op) + ": K > 256");
 }
 
-// The element count of the state pool `out["state"]`: whole [HV,K,V] slots, at least one.
-int64_t pool_numel(const TensorMap& out, const KdaParams& p, const char* op) {
-  const Tensor& pool = need(out, "state", op);
+// The state pool out["state"] of a decode step, whole [HV,K,V] slots, at least one, and its slot
+// count. (kda_cpu's decode checks its pool the same way, inline.)
+struct StatePool {
+  Tensor& t;
+  int64_t slots;
+};
+StatePool state_pool(TensorMap& out, const KdaParams& p, const char* op) {
+  auto it = out.find("state");
+  if (it == out.end()) throw std::invalid_argument(std::string(op) + ": tensor 'state' is missing");
   const int64_t per_slot = p.HV * p.K * p.V;
-  if (pool.numel() == 0 || pool.numel() % per_slot != 0)
-    throw std::invalid_argument(std::string(op) + ": state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  return pool.numel();
+  if (it->second.numel() == 0 || it->second.numel() % per_slot != 0)
+    throw std::invalid_argument(std::string(op) + ": state pool shape " + it->second.shape_str() + " is not [N,HV,K,V]");
+  return {it->second, it->second.numel() / per_slot};
 }
 
 // The pool slot of each sequence, checked by the CPU decode's own rules (kda_cpu::state_slots);
@@ -807,9 +813,10 @@ void kda_decode_cuda_f32state(const Case& c, const TensorMap& in, TensorMap& out
   require_device();
   const KdaParams p = kda_params(c);
   check_decode_shapes(p, op);
-  Tensor& pool = need(out, "state", op, pool_numel(out, p, op));
+  const StatePool sp = state_pool(out, p, op);
+  Tensor& pool = sp.t;
   Tensor& o = need(out, "o", op, p.B * p.HV * p.V);
-  const std::vector<int64_t> slots = host_slots(in, p.B, pool.numel() / (p.HV * p.K * p.V), op);
+  const std::vector<int64_t> slots = host_slots(in, p.B, sp.slots, op);
   DecodeArgs A{};
   A.q = bf16_input(in, "q", op, p.B * p.H * p.K);
   A.k = bf16_input(in, "k", op, p.B * p.H * p.K);
@@ -849,9 +856,10 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   if (p.V > 256) throw NotSupported("kda_decode_fused: V > 256");
   const int64_t W = c.integer("W");
   if (W < 1 || W > 8) throw NotSupported("kda_decode_fused: conv width W must be 1..8");
-  Tensor& pool = need(out, "state", op, pool_numel(out, p, op));
+  const StatePool sp = state_pool(out, p, op);
+  Tensor& pool = sp.t;
   Tensor& o = need(out, "o", op, p.B * p.HV * p.V);
-  const int64_t N = pool.numel() / (p.HV * p.K * p.V), Cq = p.H * p.K, Cv = p.HV * p.V;
+  const int64_t N = sp.slots, Cq = p.H * p.K, Cv = p.HV * p.V;
   const std::vector<int64_t> slots = host_slots(in, p.B, N, op);
   FusedArgs A{};
   A.xq = bf16_input(in, "xq", op, p.B * Cq);
