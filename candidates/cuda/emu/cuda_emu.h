@@ -76,7 +76,6 @@ inline void __stcs(T* p, T v) {
   *p = v;
 }
 inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
 long long clock64();                  // the emulated SM clock: steady-clock ns times its nominal GHz
 unsigned long long globaltimer_ns();  // %globaltimer
 
