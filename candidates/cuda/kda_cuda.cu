@@ -465,15 +465,33 @@ struct DecodeArgs {
 };
 
 constexpr int kDecodeWarps = 4, kDecodeColsPerWarp = 4, kDecodeCols = kDecodeWarps * kDecodeColsPerWarp;
+constexpr int kDecodeColsKFirst = kWarp;
 
-// Block (b, hv) x a tile of kDecodeCols state columns; each warp takes kDecodeColsPerWarp columns.
-// The step is bound by the state's read and write, so each warp issues its columns' loads first
-// (NC * KPL loads in flight per lane) and forms q, k and the decay while they arrive.
+// The per-(sequence, value head) prologue of a decode block, into shared memory: q and k of the
+// head (normalised, q scaled) and the decay exp(g) of every channel; returns beta.
+__device__ float decode_prologue(const DecodeArgs& A, int b, int hv, float* q, float* k, float* decay, float* red) {
+  const int h = hv / (A.HV / A.H), K = A.K;
+  const float a_exp = A.A_log ? expf(A.A_log[hv]) : 1.0f;
+  for (int d = threadIdx.x; d < K; d += blockDim.x) {
+    q[d] = bf(A.q, (int64_t(b) * A.H + h) * K + d);
+    k[d] = bf(A.k, (int64_t(b) * A.H + h) * K + d);
+    decay[d] = expf(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
+                               A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
+  }
+  __syncthreads();
+  prepare_qk(q, k, K, A.a, red);
+  return beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
+}
+
+// V-first state. Block (b, hv) x a tile of kDecodeCols state columns; each warp takes
+// kDecodeColsPerWarp columns. The step is bound by the state's read and write, so each warp issues
+// its columns' loads first (NC * KPL loads in flight per lane) and forms q, k and the decay while
+// they arrive.
 template <int KPL>
 __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeArgs A) {
   constexpr int NC = kDecodeColsPerWarp;
   __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], red[64];
-  const int b = blockIdx.x / A.HV, hv = blockIdx.x % A.HV, h = hv / (A.HV / A.H), K = A.K, V = A.V;
+  const int b = blockIdx.x / A.HV, hv = blockIdx.x % A.HV, K = A.K, V = A.V;
   const int j0 = blockIdx.y * kDecodeCols;
   const int64_t slot = A.slots[b];
   if (slot < 0) {
@@ -486,26 +504,76 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
   float v[NC], o[NC], st[NC][KPL];
   for (int c = 0; c < NC; ++c) {
     const int j = j0 + w * NC + c;
-    cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
+    cols[c] = j < V ? S + int64_t(j) * K : nullptr;
     v[c] = j < V ? bf(A.v, (int64_t(b) * A.HV + hv) * V + j) : 0.0f;
   }
-  load_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K);
-  const float a_exp = A.A_log ? expf(A.A_log[hv]) : 1.0f;
-  for (int d = threadIdx.x; d < K; d += blockDim.x) {
-    q[d] = bf(A.q, (int64_t(b) * A.H + h) * K + d);
-    k[d] = bf(A.k, (int64_t(b) * A.H + h) * K + d);
-    decay[d] = expf(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
-                               A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
-  }
-  __syncthreads();
-  prepare_qk(q, k, K, A.a, red);
-  const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
-  step_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K, q, k, decay, v, beta, o);
+  load_columns<KPL, NC>(st, cols, 1, K);
+  const float beta = decode_prologue(A, b, hv, q, k, decay, red);
+  step_columns<KPL, NC>(st, cols, 1, K, q, k, decay, v, beta, o);
   if (lane == 0)
     for (int c = 0; c < NC; ++c) {
       const int j = j0 + w * NC + c;
       if (j < V) A.o[(int64_t(b) * A.HV + hv) * V + j] = o[c];
     }
+}
+
+// K-first state ([K,V] per head: a column is strided, a row contiguous). Block (b, hv) x a tile of
+// 32 columns: lane l holds column j0 + l, warp w the rows d = w + 4 i, so every load and store of a
+// warp is one contiguous row segment. Each thread forms its partial k.s and q.s over its rows; the
+// four warps' partials are added in warp order through shared memory.
+template <int KPL>
+__global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kfirst_kernel(DecodeArgs A) {
+  constexpr int R = KPL * kWarp / kDecodeWarps;   // rows per thread: 4 R >= K
+  __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], red[64];
+  __shared__ float part_dot[kDecodeWarps][kWarp], part_o[kDecodeWarps][kWarp];
+  const int b = blockIdx.x / A.HV, hv = blockIdx.x % A.HV, K = A.K, V = A.V;
+  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, j = blockIdx.y * kDecodeColsKFirst + lane;
+  const int64_t slot = A.slots[b];
+  const int64_t oi = (int64_t(b) * A.HV + hv) * V + j;
+  if (slot < 0) {
+    if (w == 0 && j < V) A.o[oi] = 0.0f;
+    return;
+  }
+  float* col = j < V ? A.state + (slot * A.HV + hv) * int64_t(K) * V + j : nullptr;
+  float st[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + kDecodeWarps * i;
+    st[i] = col && d < K ? __ldcs(col + int64_t(d) * V) : 0.0f;
+  }
+  const float vj = j < V ? bf(A.v, oi) : 0.0f;
+  const float beta = decode_prologue(A, b, hv, q, k, decay, red);
+  float dot = 0;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + kDecodeWarps * i;
+    if (d < K) {
+      st[i] *= decay[d];
+      dot = fmaf(k[d], st[i], dot);
+    }
+  }
+  part_dot[w][lane] = dot;
+  __syncthreads();
+  float ks = 0;
+  for (int x = 0; x < kDecodeWarps; ++x) ks += part_dot[x][lane];
+  const float r = (vj - ks) * beta;
+  float oc = 0;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + kDecodeWarps * i;
+    if (d < K) {
+      st[i] = fmaf(k[d], r, st[i]);
+      oc = fmaf(q[d], st[i], oc);
+      if (col) __stcs(col + int64_t(d) * V, st[i]);
+    }
+  }
+  part_o[w][lane] = oc;
+  __syncthreads();
+  if (w == 0 && j < V) {
+    float ov = 0;
+    for (int x = 0; x < kDecodeWarps; ++x) ov += part_o[x][lane];
+    A.o[oi] = ov;
+  }
 }
 
 template <class Kernel4, class Args>
@@ -835,13 +903,24 @@ void kda_decode_cuda_f32state(const Case& c, const TensorMap& in, TensorMap& out
   A.V = static_cast<int>(p.V);
   A.vfirst = p.state_v_first ? 1 : 0;
   A.a = gate_args(p);
-  const dim3 grid(static_cast<unsigned>(p.B * p.HV), static_cast<unsigned>((p.V + kDecodeCols - 1) / kDecodeCols));
+  const int cols = A.vfirst ? kDecodeCols : kDecodeColsKFirst;
+  const dim3 grid(static_cast<unsigned>(p.B * p.HV), static_cast<unsigned>((p.V + cols - 1) / cols));
   run_launch(
       [&](cudaStream_t s) {
-        launch_by_k(A.K, grid, dim3(kDecodeWarps * kWarp), s, A, [](int kpl) {
-          return kpl == 1 ? kda_decode_kernel<1> : kpl == 2 ? kda_decode_kernel<2> : kpl == 4 ? kda_decode_kernel<4> : kda_decode_kernel<8>;
-        });
-        DG_LAUNCHED("kda_decode_kernel");
+        if (A.vfirst) {
+          launch_by_k(A.K, grid, dim3(kDecodeWarps * kWarp), s, A, [](int kpl) {
+            return kpl == 1 ? kda_decode_kernel<1> : kpl == 2 ? kda_decode_kernel<2> : kpl == 4 ? kda_decode_kernel<4> : kda_decode_kernel<8>;
+          });
+          DG_LAUNCHED("kda_decode_kernel");
+        } else {
+          launch_by_k(A.K, grid, dim3(kDecodeWarps * kWarp), s, A, [](int kpl) {
+            return kpl == 1   ? kda_decode_kfirst_kernel<1>
+                   : kpl == 2 ? kda_decode_kfirst_kernel<2>
+                   : kpl == 4 ? kda_decode_kfirst_kernel<4>
+                              : kda_decode_kfirst_kernel<8>;
+          });
+          DG_LAUNCHED("kda_decode_kfirst_kernel");
+        }
       },
       {{A.state, pool.nbytes()}});
   store_output(A.o, o);

@@ -73,6 +73,23 @@ __global__ void exited_lane_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+// Thread i copies in[i * stride] to out[i * stride] with streaming accesses.
+__global__ void stream_copy_kernel(const float* in, float* out, int stride) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  __stcs(out + i * stride, __ldcs(in + i * stride));
+}
+
+// The streaming trace of f's launches on this thread.
+template <class F>
+cuda_emu::StreamingTrace traced(F&& f) {
+  struct Off {
+    ~Off() { cuda_emu::trace_streaming(false); }
+  } off;
+  cuda_emu::trace_streaming(true);
+  f();
+  return cuda_emu::streaming_trace();
+}
+
 struct Order {   // runs a scope's launches in the given thread order, then restores forward order
   explicit Order(bool reverse) { cuda_emu::set_thread_order(reverse); }
   ~Order() { cuda_emu::set_thread_order(false); }
@@ -147,7 +164,73 @@ TEST(CudaEmu, ABadLaunchConfigurationIsAnError) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
 }
 
+TEST(CudaEmu, TheStreamingTraceCountsTheSectorsOfEveryWarpRequest) {
+  void *in = nullptr, *out = nullptr;
+  ASSERT_EQ(cudaMalloc(&in, 128 * 8 * sizeof(float) + 64), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, 128 * 8 * sizeof(float) + 64), cudaSuccess);
+  auto copy = [&](int offset, int stride) {
+    return traced([&] {
+      cuda_emu::launch(stream_copy_kernel, dim3(2), dim3(64), nullptr, static_cast<const float*>(in) + offset,
+                       static_cast<float*>(out) + offset, stride);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    });
+  };
+  // Coalesced: each of the 4 warps reads and writes 128 contiguous, aligned bytes: 4 sectors.
+  const cuda_emu::StreamingTrace dense = copy(0, 1);
+  EXPECT_TRUE(dense.uniform);
+  EXPECT_EQ(dense.load.requests, 4u);
+  EXPECT_EQ(dense.load.sectors, 16u);
+  EXPECT_EQ(dense.load.bytes, 512u);
+  EXPECT_EQ(dense.load.efficiency(), 1.0);
+  EXPECT_EQ(dense.store.sectors, 16u);
+  // Misaligned by one float: 5 sectors a request.
+  EXPECT_EQ(copy(1, 1).load.sectors, 20u);
+  // Strided by 32 bytes: a sector per lane, an eighth of each sector used.
+  const cuda_emu::StreamingTrace strided = copy(0, 8);
+  EXPECT_EQ(strided.load.sectors, 128u);
+  EXPECT_EQ(strided.store.efficiency(), 0.125);
+  // Tracing is off again: nothing more is counted, and a new trace starts at zero.
+  cuda_emu::launch(stream_copy_kernel, dim3(1), dim3(32), nullptr, static_cast<const float*>(in), static_cast<float*>(out), 1);
+  EXPECT_EQ(cuda_emu::streaming_trace().load.requests, 4u);
+  EXPECT_EQ(copy(0, 1).load.requests, 4u);
+  cudaFree(in);
+  cudaFree(out);
+}
+
 // --- the CUDA candidates on the emulator -------------------------------------------------------------
+
+// The decode kernels are bound by the state's read and write. The trace holds them to reading and
+// writing each state element of each step exactly once, in whole sectors (either layout for the
+// decode kernel), and to the bytes the bench divides by the time: no more than it counts, and at
+// least 90% of it (the rest: q/k/v/g/beta/o and the fused kernel's conv states, which the trace
+// does not see). The fused kernel walks K-first columns with a stride, an eighth of each sector
+// used, and the trace says so.
+TEST(CudaEmuKda, DecodeKernelsMoveTheStateOnceInWholeSectors) {
+  const std::tuple<const char*, const char*, double> cases[] = {
+      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=3,H=2,HV=4,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=7)", 1.0},
+      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=2,H=1,HV=2,K=256,V=64,layout=vfirst,regime=glm_safe_gate,seed=8)", 1.0},
+      {"kda_decode_cuda_f32state_fused",
+       "kda_decode_fused(T=2,B=2,H=1,HV=2,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=9)", 1.0},
+      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=2,H=1,HV=2,K=128,V=96,layout=kfirst,regime=kimi_linear,seed=7)", 1.0},
+      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=1,H=1,K=256,V=64,layout=kfirst,regime=glm_safe_gate,seed=8)", 1.0},
+      {"kda_decode_cuda_f32state_fused",
+       "kda_decode_fused(T=1,B=2,H=1,HV=2,K=128,V=128,layout=kfirst,regime=kimi_linear,seed=9)", 0.125}};
+  for (const auto& [name, case_str, efficiency] : cases) {
+    const Case c = parse_case(case_str);
+    const TensorMap in = generate_inputs(c);
+    const cuda_emu::StreamingTrace t = traced([&] { run_candidate(require_candidate(name), c, in); });
+    const KdaParams p = kda_params(c);
+    const uint64_t state_bytes = static_cast<uint64_t>(p.T * p.B * p.HV * p.K * p.V) * sizeof(float);
+    EXPECT_TRUE(t.uniform) << case_str;
+    EXPECT_EQ(t.load.bytes, state_bytes) << case_str;
+    EXPECT_EQ(t.store.bytes, state_bytes) << case_str;
+    EXPECT_EQ(t.load.efficiency(), efficiency) << case_str;
+    EXPECT_EQ(t.store.efficiency(), efficiency) << case_str;
+    const double counted = find_op(c.op())->bytes(c, DType::f32);
+    EXPECT_LE(static_cast<double>(2 * state_bytes), counted) << case_str;
+    EXPECT_GT(static_cast<double>(2 * state_bytes), 0.9 * counted) << case_str;
+  }
+}
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(Device::host), y = b.to(Device::host);

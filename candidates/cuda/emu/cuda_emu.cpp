@@ -80,12 +80,18 @@ struct Barrier {
   std::vector<int> waiting;
 };
 
+struct Access {
+  uintptr_t addr;
+  unsigned bytes;
+};
+
 struct Thread {
   bc::fiber f;      // resumes this thread; empty once it has returned
   bc::fiber sink;   // inside the thread: resumes the scheduler
   uint3 tid{};
   int warp = 0, lane = 0;
   bool ready = true;
+  std::vector<Access> loads, stores;   // streaming accesses, in order (when tracing)
 };
 
 // One block's threads and barriers: sync (__syncthreads) and one per warp (shuffles).
@@ -98,6 +104,7 @@ struct Block {
   std::string error;
 };
 thread_local Block* t_block = nullptr;
+thread_local StreamingTrace t_trace;
 
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local std::string t_detail;   // the message of the last launch failure
@@ -153,6 +160,30 @@ void thread_exit(Block& b, int i) {
   if (--b.sync.expected > 0 && b.sync.arrived == b.sync.expected) release(b, b.sync);
 }
 
+// Adds the streaming accesses of one warp's lanes [first, last) to `t`: the n-th access of every
+// lane that has one is a request.
+void count_requests(const Block& b, size_t first, size_t last, std::vector<Access> Thread::*list, Traffic& t) {
+  size_t most = 0;
+  for (size_t i = first; i < last; ++i) {
+    const size_t n = (b.th[i].*list).size();
+    if (n != (b.th[first].*list).size()) t_trace.uniform = false;
+    most = std::max(most, n);
+  }
+  std::vector<uintptr_t> sectors;
+  for (size_t k = 0; k < most; ++k) {
+    sectors.clear();
+    for (size_t i = first; i < last; ++i) {
+      const std::vector<Access>& a = b.th[i].*list;
+      if (k >= a.size()) continue;
+      for (uintptr_t s = a[k].addr / 32; s <= (a[k].addr + a[k].bytes - 1) / 32; ++s) sectors.push_back(s);
+      t.bytes += a[k].bytes;
+    }
+    std::sort(sectors.begin(), sectors.end());
+    t.sectors += static_cast<uint64_t>(std::unique(sectors.begin(), sectors.end()) - sectors.begin());
+    ++t.requests;
+  }
+}
+
 void run_block(Block& b, unsigned n, const std::function<void()>& body, bool reverse) {
   const unsigned nwarps = (n + 31) / 32;
   b.th.clear();
@@ -195,12 +226,30 @@ void run_block(Block& b, unsigned n, const std::function<void()>& body, bool rev
                 std::to_string(at_shfl) + " at __shfl_xor_sync, and no thread can run (a barrier in divergent code)";
     }
   }
+  if (t_tracing && b.error.empty())
+    for (size_t first = 0; first < n; first += 32) {
+      const size_t last = std::min<size_t>(first + 32, n);
+      count_requests(b, first, last, &Thread::loads, t_trace.load);
+      count_requests(b, first, last, &Thread::stores, t_trace.store);
+    }
   b.th.clear();   // unwinds the fibers of a failed block
 }
 
 }  // namespace
 
 void set_thread_order(bool reverse) { g_reverse = reverse; }
+
+thread_local bool t_tracing = false;
+void trace_streaming(bool on) {
+  t_tracing = on;
+  if (on) t_trace = {};
+}
+StreamingTrace streaming_trace() { return t_trace; }
+void record_streaming(const void* p, unsigned bytes, bool store) {
+  Block& b = current_block();
+  Thread& me = b.th[static_cast<size_t>(b.cur)];
+  (store ? me.stores : me.loads).push_back({reinterpret_cast<uintptr_t>(p), bytes});
+}
 
 void syncthreads() {
   Block& b = current_block();
@@ -257,8 +306,9 @@ struct CUevent_st {
   bool recorded = false;
 };
 
+// 256-byte aligned as cudaMalloc's, so the streaming trace counts the sectors a device would.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = std::malloc(bytes ? bytes : 1);
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + (bytes == 0) * 256);
   return *p ? cudaSuccess : fail_call(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }

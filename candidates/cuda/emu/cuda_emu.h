@@ -22,9 +22,13 @@
 //
 // __shared__ is `static thread_local`: blocks run one at a time on the launching thread, so a
 // block's threads share it and concurrent launches on other threads do not. Device memory is host
-// memory (malloc, so sanitizers see it); copies are memcpy; events read the steady clock. The
-// device attributes are nominal H200 figures so the timing code runs its full path; the times
-// are host times, never a GPU's.
+// memory (aligned_alloc to 256 bytes as cudaMalloc, so sanitizers see it); copies are memcpy;
+// events read the steady clock. The device attributes are nominal H200 figures so the timing code
+// runs its full path; the times are host times, never a GPU's.
+//
+// What the emulator can say of speed is how the kernels touch memory: trace_streaming() counts
+// the 32-byte sectors of every __ldcs/__stcs warp request (the decode kernels move their state
+// that way), so a test can hold a kernel to coalesced access and to the bytes the bench counts.
 #pragma once
 
 #include <algorithm>
@@ -67,12 +71,19 @@ inline __nv_bfloat16 __float2bfloat16_rn(float x) { return {dg::bf16_from_f32(x)
 
 // --- device functions --------------------------------------------------------------------------------
 // expf, log1pf, sqrtf, fmaf: the host's (<math.h>; CUDA's differ from them by at most 2 ulp).
+namespace dg::cuda_emu {
+extern thread_local bool t_tracing;
+void record_streaming(const void* p, unsigned bytes, bool store);
+}  // namespace dg::cuda_emu
+// Streaming load/store: a cache hint, a plain memory access here, recorded when tracing is on.
 template <class T>
-inline T __ldcs(const T* p) {   // streaming load/store: a cache hint, plain memory access here
+inline T __ldcs(const T* p) {
+  if (dg::cuda_emu::t_tracing) dg::cuda_emu::record_streaming(p, sizeof(T), false);
   return *p;
 }
 template <class T>
 inline void __stcs(T* p, T v) {
+  if (dg::cuda_emu::t_tracing) dg::cuda_emu::record_streaming(p, sizeof(T), true);
   *p = v;
 }
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -84,6 +95,24 @@ void syncthreads();
 float shfl_xor(unsigned mask, float v, int lane_mask);
 void set_thread_order(bool reverse);   // for every later launch, on every thread
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
+
+// The streaming-access trace: how the __ldcs/__stcs accesses of this thread's launches map onto
+// 32-byte memory sectors, the unit in which the memory system moves data. Accesses are grouped
+// into warp requests as the hardware does for warp-uniform code: the n-th streaming load (store)
+// of each lane of a warp is one request. A request's sectors are the distinct sectors its lanes
+// touch; a coalesced request of 32 lanes x 4 bytes touches 4. Where the lanes of a warp make
+// different numbers of streaming accesses (divergent code) the grouping is not the hardware's,
+// and `uniform` says so.
+struct Traffic {
+  uint64_t requests = 0, sectors = 0, bytes = 0;   // bytes: what the lanes asked for
+  double efficiency() const { return sectors ? static_cast<double>(bytes) / (32.0 * static_cast<double>(sectors)) : 0.0; }
+};
+struct StreamingTrace {
+  Traffic load, store;
+  bool uniform = true;
+};
+void trace_streaming(bool on);     // this thread's later launches; on: the counts restart at zero
+StreamingTrace streaming_trace();  // the counts of the launches since trace_streaming(true)
 }  // namespace dg::cuda_emu
 
 inline void __syncthreads() { dg::cuda_emu::syncthreads(); }
