@@ -402,26 +402,26 @@ __device__ void prepare_qk(float* q, float* k, int K, const GateArgs& a, float* 
   __syncthreads();
 }
 
-// NC state columns of one head, held by a warp: lane holds d = lane + 32 i of each (coalesced in
-// the V-first layout). col[c]: column c's first element, or null to skip it (warp-uniform);
-// stride: between consecutive d (1 V-first, V K-first). The state is read and written once per
-// step, so it bypasses the caches' keep policy (__ldcs/__stcs: streaming).
+// V-first state ([V,K] per head: a column contiguous). NC state columns of one head, held by a
+// warp: lane holds d = lane + 32 i of each, so each access of the warp is 128 contiguous bytes.
+// col[c]: column c's first element, or null to skip it (warp-uniform). The state is read and
+// written once per step, so it bypasses the caches' keep policy (__ldcs/__stcs: streaming).
 template <int KPL, int NC>
-__device__ __forceinline__ void load_columns(float (&s)[NC][KPL], float* const (&col)[NC], int64_t stride, int K) {
+__device__ __forceinline__ void load_columns(float (&s)[NC][KPL], float* const (&col)[NC], int K) {
   const int lane = threadIdx.x % kWarp;
 #pragma unroll
   for (int c = 0; c < NC; ++c)
 #pragma unroll
     for (int i = 0; i < KPL; ++i) {
       const int d = lane + kWarp * i;
-      s[c][i] = col[c] && d < K ? __ldcs(col[c] + d * stride) : 0.0f;
+      s[c][i] = col[c] && d < K ? __ldcs(col[c] + d) : 0.0f;
     }
 }
 
 // The step of the columns load_columns() read, per column:
 //   s *= exp(g); r = (v - s.k) beta; s += k r; o = s.q; the column stored back.
 template <int KPL, int NC>
-__device__ __forceinline__ void step_columns(float (&s)[NC][KPL], float* const (&col)[NC], int64_t stride, int K,
+__device__ __forceinline__ void step_columns(float (&s)[NC][KPL], float* const (&col)[NC], int K,
                                              const float* q, const float* k, const float* decay, const float (&v)[NC],
                                              float beta, float (&o)[NC]) {
   const int lane = threadIdx.x % kWarp;
@@ -446,11 +446,62 @@ __device__ __forceinline__ void step_columns(float (&s)[NC][KPL], float* const (
       if (d < K) {
         s[c][i] = fmaf(k[d], r, s[c][i]);
         oc = fmaf(q[d], s[c][i], oc);
-        __stcs(col[c] + d * stride, s[c][i]);
+        __stcs(col[c] + d, s[c][i]);
       }
     }
     o[c] = warp_sum(oc);
   }
+}
+
+// K-first state ([K,V] per head: a column is strided, a row contiguous), a tile of 32 columns at a
+// time: lane l holds column j0 + l (col: its first element, null past V), warp w of NW the rows
+// d = w + NW i, so every load and store of a warp is one contiguous row segment.
+template <int R, int NW>
+__device__ __forceinline__ void load_tile(float (&s)[R], const float* col, int K, int V) {
+  const int w = threadIdx.x / kWarp;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + NW * i;
+    s[i] = col && d < K ? __ldcs(col + int64_t(d) * V) : 0.0f;
+  }
+}
+
+// The step of the tile load_tile() read; returns o of the lane's column to every warp. Each thread
+// forms its partial k.s and q.s over its rows; the warps' partials are added in warp order through
+// `part` (shared, [2][NW][32]). Every thread of the block calls it (it holds two barriers).
+template <int R, int NW>
+__device__ __forceinline__ float step_tile(float (&s)[R], float* col, int K, int V, const float* q, const float* k,
+                                           const float* decay, float v, float beta, float (*part)[NW][kWarp]) {
+  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float dot = 0;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + NW * i;
+    if (d < K) {
+      s[i] *= decay[d];
+      dot = fmaf(k[d], s[i], dot);
+    }
+  }
+  part[0][w][lane] = dot;
+  __syncthreads();
+  float ks = 0;
+  for (int x = 0; x < NW; ++x) ks += part[0][x][lane];
+  const float r = (v - ks) * beta;
+  float oc = 0;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int d = w + NW * i;
+    if (d < K) {
+      s[i] = fmaf(k[d], r, s[i]);
+      oc = fmaf(q[d], s[i], oc);
+      if (col) __stcs(col + int64_t(d) * V, s[i]);
+    }
+  }
+  part[1][w][lane] = oc;
+  __syncthreads();
+  float o = 0;
+  for (int x = 0; x < NW; ++x) o += part[1][x][lane];
+  return o;
 }
 
 // --- kda_decode ------------------------------------------------------------------------------------
@@ -507,9 +558,9 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
     cols[c] = j < V ? S + int64_t(j) * K : nullptr;
     v[c] = j < V ? bf(A.v, (int64_t(b) * A.HV + hv) * V + j) : 0.0f;
   }
-  load_columns<KPL, NC>(st, cols, 1, K);
+  load_columns<KPL, NC>(st, cols, K);
   const float beta = decode_prologue(A, b, hv, q, k, decay, red);
-  step_columns<KPL, NC>(st, cols, 1, K, q, k, decay, v, beta, o);
+  step_columns<KPL, NC>(st, cols, K, q, k, decay, v, beta, o);
   if (lane == 0)
     for (int c = 0; c < NC; ++c) {
       const int j = j0 + w * NC + c;
@@ -517,63 +568,28 @@ __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kernel(DecodeA
     }
 }
 
-// K-first state ([K,V] per head: a column is strided, a row contiguous). Block (b, hv) x a tile of
-// 32 columns: lane l holds column j0 + l, warp w the rows d = w + 4 i, so every load and store of a
-// warp is one contiguous row segment. Each thread forms its partial k.s and q.s over its rows; the
-// four warps' partials are added in warp order through shared memory.
+// K-first state. Block (b, hv) x a tile of 32 columns (load_tile, step_tile over 4 warps).
 template <int KPL>
 __global__ void __launch_bounds__(kDecodeWarps* kWarp) kda_decode_kfirst_kernel(DecodeArgs A) {
-  constexpr int R = KPL * kWarp / kDecodeWarps;   // rows per thread: 4 R >= K
+  constexpr int R = KPL * kWarp / kDecodeWarps;   // rows per thread: kDecodeWarps R >= K
   __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], red[64];
-  __shared__ float part_dot[kDecodeWarps][kWarp], part_o[kDecodeWarps][kWarp];
+  __shared__ float part[2][kDecodeWarps][kWarp];
   const int b = blockIdx.x / A.HV, hv = blockIdx.x % A.HV, K = A.K, V = A.V;
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, j = blockIdx.y * kDecodeColsKFirst + lane;
+  const int j = blockIdx.y * kDecodeColsKFirst + threadIdx.x % kWarp;
   const int64_t slot = A.slots[b];
   const int64_t oi = (int64_t(b) * A.HV + hv) * V + j;
+  const bool writer = threadIdx.x < kWarp && j < V;
   if (slot < 0) {
-    if (w == 0 && j < V) A.o[oi] = 0.0f;
+    if (writer) A.o[oi] = 0.0f;
     return;
   }
   float* col = j < V ? A.state + (slot * A.HV + hv) * int64_t(K) * V + j : nullptr;
   float st[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int d = w + kDecodeWarps * i;
-    st[i] = col && d < K ? __ldcs(col + int64_t(d) * V) : 0.0f;
-  }
+  load_tile<R, kDecodeWarps>(st, col, K, V);
   const float vj = j < V ? bf(A.v, oi) : 0.0f;
   const float beta = decode_prologue(A, b, hv, q, k, decay, red);
-  float dot = 0;
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int d = w + kDecodeWarps * i;
-    if (d < K) {
-      st[i] *= decay[d];
-      dot = fmaf(k[d], st[i], dot);
-    }
-  }
-  part_dot[w][lane] = dot;
-  __syncthreads();
-  float ks = 0;
-  for (int x = 0; x < kDecodeWarps; ++x) ks += part_dot[x][lane];
-  const float r = (vj - ks) * beta;
-  float oc = 0;
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const int d = w + kDecodeWarps * i;
-    if (d < K) {
-      st[i] = fmaf(k[d], r, st[i]);
-      oc = fmaf(q[d], st[i], oc);
-      if (col) __stcs(col + int64_t(d) * V, st[i]);
-    }
-  }
-  part_o[w][lane] = oc;
-  __syncthreads();
-  if (w == 0 && j < V) {
-    float ov = 0;
-    for (int x = 0; x < kDecodeWarps; ++x) ov += part_o[x][lane];
-    A.o[oi] = ov;
-  }
+  const float o = step_tile<R, kDecodeWarps>(st, col, K, V, q, k, decay, vj, beta, part);
+  if (writer) A.o[oi] = o;
 }
 
 template <class Kernel4, class Args>
@@ -631,7 +647,7 @@ struct FusedArgs {
   GateArgs a;
 };
 
-constexpr int kFusedThreads = 256;
+constexpr int kFusedWarps = 8, kFusedThreads = kFusedWarps * kWarp;
 
 // Channel c of one sequence's conv: h = [pool row (W-1, oldest first), x]; returns silu(sum w h)
 // (w order, fma, as causal_conv1d_cpu_direct_f32) and shifts the pool row by one.
@@ -647,10 +663,11 @@ __device__ __forceinline__ float conv_channel(float x, const float* w, float* po
 
 // Block (b, h): the q/k head's conv and normalisation once, then each of its HV/H value heads: conv
 // of v, the state step over every column, the gated norm of the head's output row.
-template <int KPL>
+template <int KPL, bool VFIRST>
 __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
   constexpr int NC = 4;
   __shared__ float q[kMaxKPerLane * kWarp], k[kMaxKPerLane * kWarp], decay[kMaxKPerLane * kWarp], v[256], o[256], red[64];
+  __shared__ float part[2][kFusedWarps][kWarp];
   const int b = blockIdx.x / A.H, h = blockIdx.x % A.H, K = A.K, V = A.V, W = A.W, group = A.HV / A.H;
   const int64_t slot = A.slots[b];
   if (slot < 0) {
@@ -665,7 +682,7 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
   }
   __syncthreads();
   prepare_qk(q, k, K, A.a, red);
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nw = blockDim.x / kWarp;
+  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   for (int gi = 0; gi < group; ++gi) {
     const int hv = h * group + gi;
     const float a_exp = A.A_log ? expf(A.A_log[hv]) : 1.0f;
@@ -679,18 +696,30 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
     __syncthreads();
     const float beta = beta_value(A.a, bf(A.beta, int64_t(b) * A.HV + hv));
     float* S = A.state + (slot * A.HV + hv) * int64_t(K) * V;
-    for (int j0 = NC * w; j0 < V; j0 += NC * nw) {   // NC columns per warp at a time
-      float* cols[NC];
-      float vj[NC], oj[NC], st[NC][KPL];
-      for (int c = 0; c < NC; ++c) {
-        const int j = j0 + c;
-        cols[c] = j < V ? (A.vfirst ? S + int64_t(j) * K : S + j) : nullptr;
-        vj[c] = j < V ? v[j] : 0.0f;
+    if (VFIRST) {
+      for (int j0 = NC * w; j0 < V; j0 += NC * kFusedWarps) {   // NC columns per warp at a time
+        float* cols[NC];
+        float vj[NC], oj[NC], st[NC][KPL];
+        for (int c = 0; c < NC; ++c) {
+          const int j = j0 + c;
+          cols[c] = j < V ? S + int64_t(j) * K : nullptr;
+          vj[c] = j < V ? v[j] : 0.0f;
+        }
+        load_columns<KPL, NC>(st, cols, K);
+        step_columns<KPL, NC>(st, cols, K, q, k, decay, vj, beta, oj);
+        if (lane == 0)
+          for (int c = 0; c < NC && j0 + c < V; ++c) o[j0 + c] = oj[c];
       }
-      load_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K);
-      step_columns<KPL, NC>(st, cols, A.vfirst ? 1 : V, K, q, k, decay, vj, beta, oj);
-      if (lane == 0)
-        for (int c = 0; c < NC && j0 + c < V; ++c) o[j0 + c] = oj[c];
+    } else {
+      for (int j0 = 0; j0 < V; j0 += kWarp) {   // a tile of 32 columns at a time, every thread
+        constexpr int R = KPL * kWarp / kFusedWarps;
+        const int j = j0 + lane;
+        float* col = j < V ? S + j : nullptr;
+        float st[R];
+        load_tile<R, kFusedWarps>(st, col, K, V);
+        const float oj = step_tile<R, kFusedWarps>(st, col, K, V, q, k, decay, j < V ? v[j] : 0.0f, beta, part);
+        if (w == 0 && j < V) o[j] = oj;
+      }
     }
     __syncthreads();
     // y = (o * rstd) * w * sigmoid(gate), rstd = 1 / sqrt(sum o^2 / V + eps)
@@ -703,6 +732,16 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
     }
     __syncthreads();
   }
+}
+
+// The instance of kda_fused_kernel for KPL = kpl (1, 2, 4, 8) and the layout: one path per instance,
+// so neither layout's registers weigh on the other.
+template <bool VFIRST>
+auto fused_kernel(int kpl) {
+  return kpl == 1   ? kda_fused_kernel<1, VFIRST>
+         : kpl == 2 ? kda_fused_kernel<2, VFIRST>
+         : kpl == 4 ? kda_fused_kernel<4, VFIRST>
+                    : kda_fused_kernel<8, VFIRST>;
 }
 
 // --- kda (chunked prefill, bf16 storage) -------------------------------------------------------------
@@ -975,9 +1014,10 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   const dim3 grid(static_cast<unsigned>(p.B * p.H));
   run_launch(
       [&](cudaStream_t s) {
-        launch_by_k(A.K, grid, dim3(kFusedThreads), s, A, [](int kpl) {
-          return kpl == 1 ? kda_fused_kernel<1> : kpl == 2 ? kda_fused_kernel<2> : kpl == 4 ? kda_fused_kernel<4> : kda_fused_kernel<8>;
-        });
+        if (A.vfirst)
+          launch_by_k(A.K, grid, dim3(kFusedThreads), s, A, [](int kpl) { return fused_kernel<true>(kpl); });
+        else
+          launch_by_k(A.K, grid, dim3(kFusedThreads), s, A, [](int kpl) { return fused_kernel<false>(kpl); });
         DG_LAUNCHED("kda_fused_kernel");
       },
       {{A.state, pool.nbytes()}, {A.cq, cq.t->nbytes()}, {A.ck, ck.t->nbytes()}, {A.cv, cv.t->nbytes()}});

@@ -200,22 +200,20 @@ TEST(CudaEmu, TheStreamingTraceCountsTheSectorsOfEveryWarpRequest) {
 // --- the CUDA candidates on the emulator -------------------------------------------------------------
 
 // The decode kernels are bound by the state's read and write. The trace holds them to reading and
-// writing each state element of each step exactly once, in whole sectors (either layout for the
-// decode kernel), and to the bytes the bench divides by the time: no more than it counts, and at
-// least 90% of it (the rest: q/k/v/g/beta/o and the fused kernel's conv states, which the trace
-// does not see). The fused kernel walks K-first columns with a stride, an eighth of each sector
-// used, and the trace says so.
+// writing each state element of each step exactly once, in whole sectors, in either layout, and to
+// the bytes the bench divides by the time: no more than it counts, and at least 90% of it (the
+// rest: q/k/v/g/beta/o and the fused kernel's conv states, which the trace does not see). A kernel
+// that walks a column with a stride uses part of each sector, and the trace says so (the strided
+// copy above).
 TEST(CudaEmuKda, DecodeKernelsMoveTheStateOnceInWholeSectors) {
-  const std::tuple<const char*, const char*, double> cases[] = {
-      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=3,H=2,HV=4,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=7)", 1.0},
-      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=2,H=1,HV=2,K=256,V=64,layout=vfirst,regime=glm_safe_gate,seed=8)", 1.0},
-      {"kda_decode_cuda_f32state_fused",
-       "kda_decode_fused(T=2,B=2,H=1,HV=2,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=9)", 1.0},
-      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=2,H=1,HV=2,K=128,V=96,layout=kfirst,regime=kimi_linear,seed=7)", 1.0},
-      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=1,H=1,K=256,V=64,layout=kfirst,regime=glm_safe_gate,seed=8)", 1.0},
-      {"kda_decode_cuda_f32state_fused",
-       "kda_decode_fused(T=1,B=2,H=1,HV=2,K=128,V=128,layout=kfirst,regime=kimi_linear,seed=9)", 0.125}};
-  for (const auto& [name, case_str, efficiency] : cases) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=3,H=2,HV=4,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=7)"},
+      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=2,H=1,HV=2,K=256,V=64,layout=vfirst,regime=glm_safe_gate,seed=8)"},
+      {"kda_decode_cuda_f32state", "kda_decode(T=2,B=2,H=1,HV=2,K=128,V=96,layout=kfirst,regime=kimi_linear,seed=7)"},
+      {"kda_decode_cuda_f32state", "kda_decode(T=1,B=1,H=1,K=256,V=64,layout=kfirst,regime=glm_safe_gate,seed=8)"},
+      {"kda_decode_cuda_f32state_fused", "kda_decode_fused(T=2,B=2,H=1,HV=2,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=9)"},
+      {"kda_decode_cuda_f32state_fused", "kda_decode_fused(T=1,B=2,H=1,HV=2,K=128,V=128,layout=kfirst,regime=kimi_linear,seed=9)"}};
+  for (const auto& [name, case_str] : cases) {
     const Case c = parse_case(case_str);
     const TensorMap in = generate_inputs(c);
     const cuda_emu::StreamingTrace t = traced([&] { run_candidate(require_candidate(name), c, in); });
@@ -224,8 +222,8 @@ TEST(CudaEmuKda, DecodeKernelsMoveTheStateOnceInWholeSectors) {
     EXPECT_TRUE(t.uniform) << case_str;
     EXPECT_EQ(t.load.bytes, state_bytes) << case_str;
     EXPECT_EQ(t.store.bytes, state_bytes) << case_str;
-    EXPECT_EQ(t.load.efficiency(), efficiency) << case_str;
-    EXPECT_EQ(t.store.efficiency(), efficiency) << case_str;
+    EXPECT_EQ(t.load.efficiency(), 1.0) << case_str;
+    EXPECT_EQ(t.store.efficiency(), 1.0) << case_str;
     const double counted = find_op(c.op())->bytes(c, DType::f32);
     EXPECT_LE(static_cast<double>(2 * state_bytes), counted) << case_str;
     EXPECT_GT(static_cast<double>(2 * state_bytes), 0.9 * counted) << case_str;
@@ -242,6 +240,7 @@ TEST(CudaEmuKda, EveryCandidateGivesTheSameBitsInBothThreadOrders) {
       {"kda_decode_cuda_f32state", "kda_decode(T=3,B=3,H=2,HV=4,K=64,V=40,layout=vfirst,regime=kimi_linear,seed=7)"},
       {"kda_decode_cuda_f32state", "kda_decode(T=2,B=2,H=1,K=48,V=33,regime=glm_safe_gate,seed=8)"},
       {"kda_decode_cuda_f32state_fused", "kda_decode_fused(T=3,B=2,H=1,HV=2,K=64,V=48,layout=vfirst,regime=kimi_linear,seed=9)"},
+      {"kda_decode_cuda_f32state_fused", "kda_decode_fused(T=2,B=2,H=1,HV=2,K=40,V=40,layout=kfirst,regime=kimi_linear,seed=9)"},
       {"kda_cuda_chunk_bf16", "kda(T=150,H=1,HV=2,K=32,V=48,regime=kimi_linear,dtype=bf16,seed=10)"}};
   for (const auto& [name, case_str] : cases) {
     const Case c = parse_case(case_str);

@@ -88,7 +88,8 @@ TEST(CudaKdaGpu, FusedMatchesTheComposedReference) {
   SKIP_WITHOUT_GPU();
   for (const char* c : {"kda_decode_fused(T=32,B=4,H=2,K=128,V=128,layout=vfirst,regime=kimi_linear,seed=1)",
                         "kda_decode_fused(T=32,B=2,H=1,HV=2,K=64,V=64,regime=glm_safe_gate,seed=2)",
-                        "kda_decode_fused(T=64,B=1,H=1,K=128,V=128,W=3,layout=vfirst,regime=long_memory,seed=3)"}) {
+                        "kda_decode_fused(T=64,B=1,H=1,K=128,V=128,W=3,layout=vfirst,regime=long_memory,seed=3)",
+                        "kda_decode_fused(T=8,B=2,H=1,HV=2,K=256,V=40,layout=kfirst,regime=kimi_linear,seed=4)"}) {
     Record gpu = verify_one("kda_decode_cuda_f32state_fused", c), cpu = verify_one("kda_decode_fused_cpu_f32", c);
     EXPECT_EQ(gpu.disposition, Disposition::PASSED) << c << ": " << gpu.reason;
     for (const char* out : {"o", "ht", "conv_q", "conv_k", "conv_v"}) EXPECT_NEAR(bits(gpu, out), bits(cpu, out), 1.5) << c << " " << out;
