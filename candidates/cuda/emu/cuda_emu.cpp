@@ -18,8 +18,8 @@
 
 #include "candidates/cuda/device.h"
 
-thread_local uint3 threadIdx, blockIdx;
-thread_local dim3 blockDim, gridDim;
+__thread uint3 threadIdx, blockIdx;
+__thread dim3 blockDim, gridDim;
 
 namespace {
 constexpr double kClockGHz = 1.98;   // nominal SM clock of clock64()

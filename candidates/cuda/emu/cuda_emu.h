@@ -59,8 +59,11 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
-extern thread_local uint3 threadIdx, blockIdx;
-extern thread_local dim3 blockDim, gridDim;
+// __thread, not thread_local: an extern thread_local is read through a TLS wrapper function,
+// which UBSan's null check misreads as a null object in kernels that declare __shared__ arrays;
+// __thread (constant-initialised, as these are) is a plain TLS access.
+extern __thread uint3 threadIdx, blockIdx;
+extern __thread dim3 blockDim, gridDim;
 
 // --- bf16 (bit-exact with cuda_bf16.h: round to nearest even, NaN kept) ------------------------------
 struct __nv_bfloat16 {
