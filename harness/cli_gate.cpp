@@ -134,7 +134,8 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     for (size_t i = 0; i < mine.size(); ++i) {
       if (recs[i].disposition == Disposition::PASSED) timed.push_back(mine[i]);
       else {
-        ++failed;
+        // A candidate this machine cannot run (no device) is a row with its reason, not a failure.
+        if (recs[i].disposition != Disposition::NOT_SUPPORTED) ++failed;
         std::cout << fmt::format("  {:<24} not timed: {} ({})\n", mine[i]->name(), disposition_name(recs[i].disposition),
                                  recs[i].reason);
       }
@@ -147,6 +148,7 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     req.extra_args = vo.worker_args;
     std::vector<BenchSamples> samples = time_in_worker(req);
     double first_median = 0;
+    nlohmann::json rows = nlohmann::json::array();
     for (const BenchSamples& s : samples) {
       Throughput t = throughput_of(s, c, machine);
       if (first_median == 0) first_median = t.median_s;
@@ -158,15 +160,30 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
       std::cout << fmt::format("  {:<24} {:>9.3f}ms [{:>9.3f}, {:>9.3f}]ms {:>6.1f}% {:>8.2f} {:>8.2f} {:>6.1f}% {:>7.2f}x  {}\n",
                                s.candidate, t.median_s * 1e3, t.lo_s * 1e3, t.hi_s * 1e3, 100 * t.noise, t.gbs, t.gflops,
                                t.pct_of_limit, first_median / t.median_s, flag);
-      if (t.device)
+      nlohmann::json row = {{"candidate", s.candidate}, {"case", c.str()},       {"median_s", t.median_s},
+                            {"lo_s", t.lo_s},          {"hi_s", t.hi_s},          {"noise", t.noise},
+                            {"samples", t.samples},    {"gbs", t.gbs},            {"gflops", t.gflops},
+                            {"pct_of_limit", t.pct_of_limit}, {"speedup", first_median / t.median_s}, {"flag", flag}};
+      if (t.device) {
         std::cout << fmt::format("  {:<24} device time (above) on {}; wall {:.3f}ms, host overhead {:.0f}%; "
                                  "{:.0f} GB/s of {:.0f} GB/s peak; {} sample(s) re-measured after a clock drop\n",
                                  "", s.device, t.wall_median_s * 1e3, 100 * t.host_overhead, t.gbs, t.peak_gbs,
                                  s.throttled);
+        row["device"] = s.device;
+        row["wall_median_s"] = t.wall_median_s;
+        row["host_overhead"] = t.host_overhead;
+        row["peak_gbs"] = t.peak_gbs;
+        row["throttled"] = s.throttled;
+      }
+      rows.push_back(std::move(row));
     }
     nlohmann::json j = nlohmann::json::parse(compare_py_json(samples, c, run_context(cmdline)));
+    j["driftgate_rows"] = std::move(rows);
     if (all.empty()) all = j;
-    else for (auto& b : j["benchmarks"]) all["benchmarks"].push_back(b);
+    else {
+      for (auto& b : j["benchmarks"]) all["benchmarks"].push_back(b);
+      for (auto& r : j["driftgate_rows"]) all["driftgate_rows"].push_back(r);
+    }
   }
   if (!g.b_json.empty() && !all.empty()) write_file_atomic(g.b_json, all.dump(2) + "\n");
   return failed ? 1 : 0;

@@ -137,6 +137,11 @@ std::string gate_json(const GateReport& r) {
                       {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch},
                       {"patch_on_device", s.patch_on_device}, {"patch_wall_median_s", s.patch_wall_median_s},
                       {"patch_host_overhead", s.patch_host_overhead}};
+      if (s.patch_on_device) {
+        row["speed"]["patch_device"] = s.patch_device;
+        row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
+        row["speed"]["patch_throttled"] = s.patch_throttled;
+      }
     } else {
       row["speed"] = nullptr;
     }
@@ -181,6 +186,9 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_on_device = s.value("patch_on_device", false);
       sp.patch_wall_median_s = s.value("patch_wall_median_s", 0.0);
       sp.patch_host_overhead = s.value("patch_host_overhead", 0.0);
+      sp.patch_device = s.value("patch_device", std::string());
+      sp.patch_peak_gbs = s.value("patch_peak_gbs", 0.0);
+      sp.patch_throttled = s.value("patch_throttled", 0);
       g.speed = sp;
     }
     rows.push_back(std::move(g));

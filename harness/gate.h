@@ -36,6 +36,9 @@ struct SpeedRow {
   // A device patch (CUDA): its times are device time; its host wall time and overhead beside them.
   bool patch_on_device = false;
   double patch_wall_median_s = 0, patch_host_overhead = 0;
+  std::string patch_device;              // the device's name
+  double patch_peak_gbs = 0;             // its memory bandwidth, the bound of the INVALID rule
+  int patch_throttled = 0;               // launches measured again after a clock drop
 };
 
 struct GateRow {

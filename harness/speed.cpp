@@ -85,6 +85,9 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.patch_on_device = tp.device;
   r.patch_wall_median_s = tp.wall_median_s;
   r.patch_host_overhead = tp.host_overhead;
+  r.patch_device = samples[1].device;
+  r.patch_peak_gbs = tp.peak_gbs;
+  r.patch_throttled = samples[1].throttled;
   for (const BenchSamples& s : samples)
     if (!s.outputs_consistent) r.inconsistent += (r.inconsistent.empty() ? "" : "; ") + s.candidate + ": " + s.inconsistency;
   return r;

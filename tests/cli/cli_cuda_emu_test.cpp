@@ -40,13 +40,29 @@ TEST(CliCudaEmu, VerifyRunsEveryCudaCandidateOnTheKdaSuites) {
 }
 
 TEST(CliCudaEmu, BenchRowsReportDeviceTimeWallTimeAndThePeak) {
+  const std::string json = tmp("bench.json");
   testing::CliResult r = testing::run_driftgate(
-      "bench --candidate kda_decode_cuda_f32state,kda_decode_cpu_f32 --max-time 1 "
-      "--case 'kda_decode(T=2,B=2,H=1,K=64,V=64,layout=vfirst,regime=kimi_linear,seed=0)'");
+      "bench --candidate kda_decode_cuda_f32state,kda_decode_cpu_f32 --max-time 1 --json " + json +
+      " --case 'kda_decode(T=2,B=2,H=1,K=64,V=64,layout=vfirst,regime=kimi_linear,seed=0)'");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("device time (above) on driftgate CUDA emulator (host fibers)"));
   EXPECT_THAT(r.out, HasSubstr("host overhead"));
   EXPECT_THAT(r.out, HasSubstr("GB/s of 4915 GB/s peak"));
+  // The JSON carries the same figures, per candidate and case.
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j["driftgate_rows"].size(), 2u);
+  for (const auto& row : j["driftgate_rows"]) {
+    EXPECT_EQ(row["flag"], "PASSED");
+    EXPECT_GT(row["gbs"].get<double>(), 0);
+    const bool device = row["candidate"] == "kda_decode_cuda_f32state";
+    EXPECT_EQ(row.contains("device"), device) << row.dump();
+    if (device) {
+      EXPECT_EQ(row["device"], "driftgate CUDA emulator (host fibers)");
+      EXPECT_NEAR(row["peak_gbs"].get<double>(), 4915.2, 0.1);
+      EXPECT_GE(row["wall_median_s"].get<double>(), row["median_s"].get<double>());
+      EXPECT_GE(row["throttled"].get<int>(), 0);
+    }
+  }
 }
 
 TEST(CliCudaEmu, GateJudgesACudaPatchAgainstItsCpuBase) {
@@ -71,6 +87,8 @@ TEST(CliCudaEmu, GateJudgesACudaPatchAgainstItsCpuBase) {
   ASSERT_FALSE(row["speed"].is_null());
   EXPECT_TRUE(row["speed"]["patch_on_device"].get<bool>());
   EXPECT_GE(row["speed"]["patch_wall_median_s"].get<double>(), row["speed"]["patch_median_s"].get<double>());
+  EXPECT_EQ(row["speed"]["patch_device"], "driftgate CUDA emulator (host fibers)");
+  EXPECT_NEAR(row["speed"]["patch_peak_gbs"].get<double>(), 4915.2, 0.1);
   EXPECT_EQ(row["speed"]["verdict"], "SLOWER");
 }
 

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "candidates/cuda/device.h"
 #include "harness/safetensors.h"
 #include "tests/run_driftgate.h"
 
@@ -302,6 +303,17 @@ TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
   nlohmann::json j = nlohmann::json::parse(slurp(json));
   ASSERT_FALSE(j["benchmarks"].empty());
   for (const auto& b : j["benchmarks"]) EXPECT_THAT(b["name"].get<std::string>(), HasSubstr("kda_cpu_chunk_f32/"));
+}
+
+// Without a GPU (or a build without CUDA) a CUDA candidate's bench row says why it was not timed,
+// and the run still succeeds on the candidates that ran.
+TEST(CliBench, ACandidateThisMachineCannotRunIsARowNotAFailure) {
+  if (cuda_status().available) GTEST_SKIP() << "a CUDA device is present: the CUDA candidate runs here";
+  const std::string c = "kda_decode(T=2,B=2,H=1,K=32,V=32,layout=vfirst,regime=kimi_linear,seed=0)";
+  Result r = run("bench --candidate kda_decode_cpu_f32,kda_decode_cuda_f32state --case '" + c + "' --max-time 0.5");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_decode_cuda_f32state +not timed: NOT_SUPPORTED \\(.+\\)"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_decode_cpu_f32 +[0-9.]+ms"));
 }
 
 }  // namespace
