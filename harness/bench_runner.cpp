@@ -314,6 +314,7 @@ class Runner {
       out[ci].cpu_seconds = cpu_[ci];
       out[ci].wall_seconds = device_[ci].wall;
       out[ci].throttled = device_[ci].throttled;
+      out[ci].low_clock = device_[ci].low_clock;
       out[ci].device_peak_gbs = device_[ci].peak_gbs;
       out[ci].device = device_[ci].device;
       out[ci].calls = calls_[ci];
@@ -366,6 +367,7 @@ class Runner {
       DeviceRecord& r = device_[static_cast<size_t>(p.cand)];
       r.wall.push_back(d.launch_wall_s);
       r.throttled += d.throttled;
+      r.low_clock += d.low_clock;
       r.peak_gbs = d.peak_gbs;
       r.device = d.device;
     }
@@ -536,7 +538,7 @@ class Runner {
   std::vector<std::vector<double>> samples_, cpu_;
   struct DeviceRecord {   // device candidates: per timed call, in call order
     std::vector<double> wall;
-    int throttled = 0;
+    int throttled = 0, low_clock = 0;
     double peak_gbs = 0;
     std::string device;
   };

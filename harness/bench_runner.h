@@ -88,6 +88,7 @@ struct BenchSamples {
   // launches measured again after a clock drop, and the device's memory bandwidth.
   std::vector<double> wall_seconds;
   int throttled = 0;
+  int low_clock = 0;                 // launches kept at a dropped clock after three re-measures
   double device_peak_gbs = 0;
   std::string device;
   int64_t calls = 0;                 // every call time_candidates made: warm-up, timed and re-runs

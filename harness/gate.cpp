@@ -141,6 +141,7 @@ std::string gate_json(const GateReport& r) {
         row["speed"]["patch_device"] = s.patch_device;
         row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
         row["speed"]["patch_throttled"] = s.patch_throttled;
+        row["speed"]["patch_low_clock"] = s.patch_low_clock;
       }
     } else {
       row["speed"] = nullptr;
@@ -189,6 +190,7 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_device = s.value("patch_device", std::string());
       sp.patch_peak_gbs = s.value("patch_peak_gbs", 0.0);
       sp.patch_throttled = s.value("patch_throttled", 0);
+      sp.patch_low_clock = s.value("patch_low_clock", 0);
       g.speed = sp;
     }
     rows.push_back(std::move(g));

@@ -39,6 +39,7 @@ struct SpeedRow {
   std::string patch_device;              // the device's name
   double patch_peak_gbs = 0;             // its memory bandwidth, the bound of the INVALID rule
   int patch_throttled = 0;               // launches measured again after a clock drop
+  int patch_low_clock = 0;               // launches kept at a dropped clock after three re-measures
 };
 
 struct GateRow {

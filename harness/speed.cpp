@@ -88,6 +88,7 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.patch_device = samples[1].device;
   r.patch_peak_gbs = tp.peak_gbs;
   r.patch_throttled = samples[1].throttled;
+  r.patch_low_clock = samples[1].low_clock;
   for (const BenchSamples& s : samples)
     if (!s.outputs_consistent) r.inconsistent += (r.inconsistent.empty() ? "" : "; ") + s.candidate + ": " + s.inconsistency;
   return r;

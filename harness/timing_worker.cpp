@@ -31,6 +31,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
     b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
     b.throttled = s.at("throttled");
+    b.low_clock = s.at("low_clock");
     b.device_peak_gbs = s.at("device_peak_gbs");
     b.device = s.at("device");
     b.calls = s.at("calls");
@@ -59,7 +60,7 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchSamples& s : samples)
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},
-                    {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled},
+                    {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled}, {"low_clock", s.low_clock},
                     {"device_peak_gbs", s.device_peak_gbs}, {"device", s.device},
                     {"calls", s.calls}, {"outputs_consistent", s.outputs_consistent},
                     {"inconsistency", s.inconsistency}});

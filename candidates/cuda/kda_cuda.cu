@@ -7,14 +7,16 @@
 // crashes. Every CUDA call is checked (DG_CUDA), and every launch right after it (DG_LAUNCHED).
 //
 // Timing (harness/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
-// reset, L2 flushed by a memset over twice its size, device synchronised; a 20 us guard spin on the
-// candidate's stream (a blocking stream), so the launch is enqueued before the GPU reaches it; the
-// start event, the kernel, the end event on the legacy default stream, which waits for every
-// blocking stream; then the SM clock measured by a fixed-cycle probe. Wall time is the host's, less
-// the guard spin's device time. A launch whose clock fell below 90% of the fastest seen is measured
-// again (up to three times) from the in-out buffers it started from (saved before the first
-// attempt), and counted as throttled. The device's memory bandwidth comes from its attributes
-// (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
+// reset, L2 flushed by reading a buffer twice its size (a read, not a memset: a memset would leave
+// L2 full of dirty lines, and the kernel would pay for their write-back), device synchronised; a
+// 20 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
+// the GPU reaches it, which also measures the SM clock just before the start (its cycles over the
+// global timer); the start event, the kernel, the end event on the legacy default stream, which
+// waits for every blocking stream. Wall time is the host's, less the guard spin's device time. A
+// launch whose clock was below 90% of the fastest seen is measured again (up to three times) from
+// the in-out buffers it started from (saved before the first attempt), and counted as throttled;
+// one still below after three is kept and counted in low_clock. The device's memory bandwidth
+// comes from its attributes (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
 //
 // Numerics: compiled with --fmad=false and -ffp-contract=off like the CPU code, so every fused
 // multiply-add below is an explicit fmaf; expf/log1pf are the accurate CUDA versions (no fast math).
@@ -229,11 +231,24 @@ __global__ void spin_kernel(long long cycles, unsigned long long* ns) {
   if (ns) *ns = g1 - g0;
 }
 
+// Reads every 16 bytes of buf: afterwards L2 holds clean lines of buf only. The xor reaches *sink
+// only if it equals `key`, which the zeroed buffer never gives, so the loads stay.
+__global__ void flush_kernel(const int4* buf, int64_t n, int key, int* sink) {
+  int acc = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int4 v = buf[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == key) *sink = acc;
+}
+constexpr int kGuardCycles = 40000;   // the guard spin: 20 us at 2 GHz
+
 struct Timer {
   cudaStream_t stream = nullptr;
   cudaEvent_t pre = nullptr, start = nullptr, stop = nullptr;
   void* flush = nullptr;
   size_t flush_bytes = 0;
+  unsigned flush_blocks = 0;
   double peak_gbs = 0, max_mhz = 0;
 };
 Timer& timer() {
@@ -244,27 +259,19 @@ Timer& timer() {
     DG_CUDA(cudaEventCreate(&t.pre));
     DG_CUDA(cudaEventCreate(&t.start));
     DG_CUDA(cudaEventCreate(&t.stop));
-    int dev = 0, l2 = 0, mem_khz = 0, bus_bits = 0;
+    int dev = 0, l2 = 0, mem_khz = 0, bus_bits = 0, sms = 0;
     DG_CUDA(cudaGetDevice(&dev));
     DG_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    DG_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     DG_CUDA(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev));
     DG_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
     t.peak_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9;
-    t.flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t{1} << 20);
+    t.flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t{1} << 20) / 16 * 16;
+    t.flush_blocks = static_cast<unsigned>(std::max(1, 2 * sms));
     DG_CUDA(cudaMalloc(&t.flush, t.flush_bytes));
+    DG_CUDA(cudaMemset(t.flush, 0, t.flush_bytes));
   }
   return t;
-}
-
-// The SM clock in MHz: a fixed number of cycles on one thread over the global timer's nanoseconds.
-double probe_clock_mhz(Timer& t) {
-  constexpr long long kCycles = 200000;
-  auto* ns = static_cast<unsigned long long*>(scratch().get("clock_ns", sizeof(unsigned long long)));
-  DG_LAUNCH(spin_kernel, 1, 1, t.stream, kCycles, ns);
-  DG_LAUNCHED("spin_kernel");
-  unsigned long long host_ns = 0;
-  DG_CUDA(cudaMemcpy(&host_ns, ns, sizeof host_ns, cudaMemcpyDeviceToHost));
-  return host_ns > 0 ? static_cast<double>(kCycles) / (static_cast<double>(host_ns) * 1e-3) : 0.0;
 }
 
 struct Region {
@@ -297,15 +304,19 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
       }
     }
     DG_CUDA(cudaCtxResetPersistingL2Cache());
-    DG_CUDA(cudaMemsetAsync(t.flush, attempt & 0xff, t.flush_bytes, t.stream));
+    int* sink = static_cast<int*>(scratch().get("flush_sink", sizeof(int)));
+    DG_LAUNCH(flush_kernel, t.flush_blocks, 256, t.stream, static_cast<const int4*>(t.flush),
+              static_cast<int64_t>(t.flush_bytes / 16), 1, sink);
+    DG_LAUNCHED("flush_kernel");
     DG_CUDA(cudaDeviceSynchronize());
     // A short spin ahead of the start event keeps the stream busy while the host enqueues the
     // launch, so the launch API's latency is not counted as device time. The wall time runs from
     // before the spin to the end of the synchronisation, less the spin's device time (pre ->
     // start): what a caller of the launch waits for, without the spin.
     const auto w0 = std::chrono::steady_clock::now();
+    auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
     DG_CUDA(cudaEventRecord(t.pre, t.stream));
-    DG_LAUNCH(spin_kernel, 1, 1, t.stream, 40000LL, nullptr);
+    DG_LAUNCH(spin_kernel, 1, 1, t.stream, static_cast<long long>(kGuardCycles), guard_ns);
     DG_LAUNCHED("spin_kernel");
     DG_CUDA(cudaEventRecord(t.start, t.stream));
     launch(t.stream);
@@ -317,11 +328,16 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     DG_CUDA(cudaEventElapsedTime(&ms, t.start, t.stop));
     DG_CUDA(cudaEventElapsedTime(&spin_ms, t.pre, t.start));
     const double wall = std::max(total - static_cast<double>(spin_ms) * 1e-3, static_cast<double>(ms) * 1e-3);
-    const double mhz = probe_clock_mhz(t);
+    unsigned long long ns = 0;
+    DG_CUDA(cudaMemcpy(&ns, guard_ns, sizeof ns, cudaMemcpyDeviceToHost));
+    const double mhz = ns > 0 ? kGuardCycles / (static_cast<double>(ns) * 1e-3) : 0.0;
     t.max_mhz = std::max(t.max_mhz, mhz);
-    if (mhz < 0.9 * t.max_mhz && attempt < 3) {
-      ++call->throttled;
-      continue;
+    if (mhz < 0.9 * t.max_mhz) {
+      if (attempt < 3) {
+        ++call->throttled;
+        continue;
+      }
+      ++call->low_clock;
     }
     call->device_s += static_cast<double>(ms) * 1e-3;
     call->launch_wall_s += wall;

@@ -55,6 +55,9 @@
 struct uint3 {   // an aggregate, as CUDA's: thread_local copies need no initialiser
   unsigned x, y, z;
 };
+struct int4 {
+  int x, y, z, w;
+};
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -130,7 +133,12 @@ enum cudaError_t {
   cudaErrorLaunchFailure = 719,
 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
-enum cudaDeviceAttr { cudaDevAttrL2CacheSize, cudaDevAttrMemoryClockRate, cudaDevAttrGlobalMemoryBusWidth };
+enum cudaDeviceAttr {
+  cudaDevAttrL2CacheSize,
+  cudaDevAttrMemoryClockRate,
+  cudaDevAttrGlobalMemoryBusWidth,
+  cudaDevAttrMultiProcessorCount
+};
 struct CUstream_st;
 struct CUevent_st;
 using cudaStream_t = CUstream_st*;
