@@ -2,8 +2,8 @@
 # Builds driftgate with CUDA (sm_90 + PTX) here and gathers what scripts/gpu-check.sh --prebuilt
 # needs on a GPU machine that has the CUDA driver and runtime but none of driftgate's Debian
 # libraries: DIR/bin (driftgate and the CUDA test binaries) and DIR/lib (the shared libraries they
-# load, except the C library and the CUDA runtime, which the GPU machine has). Default DIR:
-# .gpu-bundle (ignored by git). About 12 MiB.
+# load, the CUDA runtime this build was linked against included, except the C library and the
+# driver's libcuda, which must be the GPU machine's own). Default DIR: .gpu-bundle (ignored by git).
 #
 #   scripts/gpu-bundle.sh [DIR]
 set -euo pipefail
@@ -19,7 +19,7 @@ for b in "$dir"/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libcudart.so.*|libcuda.so.*) ;;
+    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
     *) cp -L "$lib" "$dir/lib/" ;;
   esac
 done
