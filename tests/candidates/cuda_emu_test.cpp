@@ -11,6 +11,7 @@
 
 #include "candidates/cuda/emu/cuda_emu.h"
 #include "candidates/cuda/kda_cuda.h"
+#include "harness/device_timing.h"
 #include "harness/registry.h"
 #include "harness/verify.h"
 #include "harness/ops/kda_op.h"
@@ -299,6 +300,31 @@ TEST(CudaEmuKdaChecks, AWellFormedStepRuns) {
   EXPECT_EQ(error_of<std::exception>([&] { kda_decode_cuda_f32state(s.c, s.in, s.out); }), "");
   Step f = decode_step(kFusedStep);
   EXPECT_EQ(error_of<std::exception>([&] { kda_decode_cuda_f32state_fused(f.c, f.in, f.out); }), "");
+}
+
+// A launch whose SM clock dropped is measured again from the state it started from. With the
+// emulated clock at a quarter of its rate after a first timed step, the launch is re-measured three
+// times and the last attempt kept and counted at the low clock; the pool then holds one step, the
+// same bits as an untimed step.
+TEST(CudaEmuKdaChecks, AThrottledLaunchIsMeasuredAgainFromTheStateItStartedFrom) {
+  Step untimed = decode_step(kStep), first = decode_step(kStep), slow = decode_step(kStep);
+  kda_decode_cuda_f32state(untimed.c, untimed.in, untimed.out);
+  {
+    DeviceTimingScope scope;   // the fastest clock seen, at the full rate
+    kda_decode_cuda_f32state(first.c, first.in, first.out);
+    EXPECT_EQ(scope.call().launches, 1);
+  }
+  struct Restore {
+    ~Restore() { cuda_emu::set_clock_scale(1.0); }
+  } restore;
+  cuda_emu::set_clock_scale(0.25);
+  DeviceTimingScope scope;
+  kda_decode_cuda_f32state(slow.c, slow.in, slow.out);
+  EXPECT_EQ(scope.call().launches, 1);
+  EXPECT_EQ(scope.call().throttled, 3);
+  EXPECT_EQ(scope.call().low_clock, 1);
+  EXPECT_TRUE(same_bits(slow.out.at("state"), untimed.out.at("state")));
+  EXPECT_TRUE(same_bits(slow.out.at("o"), untimed.out.at("o")));
 }
 
 TEST(CudaEmuKdaChecks, DecodeRejectsTensorsThatDoNotMatchTheCase) {

@@ -27,9 +27,10 @@ constexpr double kClockGHz = 1.98;   // nominal SM clock of clock64()
 long long steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+std::atomic<double> g_clock_scale{1.0};
 }  // namespace
 
-long long clock64() { return static_cast<long long>(static_cast<double>(steady_ns()) * kClockGHz); }
+long long clock64() { return static_cast<long long>(static_cast<double>(steady_ns()) * kClockGHz * g_clock_scale); }
 unsigned long long globaltimer_ns() { return static_cast<unsigned long long>(steady_ns()); }
 
 namespace dg {
@@ -238,6 +239,7 @@ void run_block(Block& b, unsigned n, const std::function<void()>& body, bool rev
 }  // namespace
 
 void set_thread_order(bool reverse) { g_reverse = reverse; }
+void set_clock_scale(double scale) { g_clock_scale = scale; }
 
 thread_local bool t_tracing = false;
 void trace_streaming(bool on) {

@@ -100,6 +100,7 @@ namespace dg::cuda_emu {
 void syncthreads();
 float shfl_xor(unsigned mask, float v, int lane_mask);
 void set_thread_order(bool reverse);   // for every later launch, on every thread
+void set_clock_scale(double scale);    // clock64() runs at scale x its nominal rate (a clock drop)
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
 
 // The streaming-access trace: how the __ldcs/__stcs accesses of this thread's launches map onto
