@@ -5,6 +5,14 @@
 #include <stdexcept>
 
 namespace dg {
+
+double Storage::input_bytes(DType case_dtype) const {
+  return std::min(info(case_dtype).storage_bytes, info(input).storage_bytes);
+}
+double Storage::output_bytes(DType case_dtype) const {
+  return std::min(info(case_dtype).storage_bytes, info(output).storage_bytes);
+}
+double Storage::state_bytes() const { return info(state).storage_bytes; }
 namespace {
 
 // Function-local statics: registration runs during static initialisation of other translation units.

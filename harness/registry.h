@@ -37,6 +37,17 @@ struct Positions {
   int64_t inner = 1;
 };
 
+// The dtypes a candidate moves its data in, for OpSpec::bytes, the floor of the physical-bound rule:
+// inputs count at the narrower of the case's dtype and `input` (a candidate that reads its inputs
+// rounded moves no more than that), outputs at the narrower of the case's and `output`, states at
+// `state`. The default counts a case's inputs and outputs at the case's own dtype and f32 states.
+struct Storage {
+  DType input = DType::f64, state = DType::f32, output = DType::f64;
+  double input_bytes(DType case_dtype) const;    // per element
+  double output_bytes(DType case_dtype) const;
+  double state_bytes() const;
+};
+
 // One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
 // reference, and how the harness drives a candidate.
 struct OpSpec {
@@ -62,9 +73,9 @@ struct OpSpec {
   // Stateful ops (decode) drive the candidate step by step here.
   std::function<void(const Candidate&, const Case&, const TensorMap& in, TensorMap& out)> drive;
   // Work of one case (for throughput rows): floating-point operations, and the bytes a candidate
-  // keeping its state in `state` moves (decode steps read and write the state every step).
+  // with storage `s` moves at least (decode steps read and write the state every step).
   std::function<double(const Case&)> flops;
-  std::function<double(const Case&, DType state)> bytes;
+  std::function<double(const Case&, const Storage& s)> bytes;
 };
 
 // A regime: a named, documented input distribution of an op, with parameter defaults it implies
@@ -95,6 +106,7 @@ struct CandidateInfo {
   DType state_dtype;        // the precision of its recurrent state between tokens or steps
   DType output_dtype;       // the dtype of its outputs, and of their ULP scoring
   std::string doc;
+  Storage storage() const { return {input_dtype, state_dtype, output_dtype}; }
 };
 
 // The dtype the harness allocates a candidate's output tensor in: its state dtype for states ("ht",

@@ -10,7 +10,7 @@
 
 namespace dg {
 
-Throughput throughput_of(const std::vector<double>& seconds, const Case& c, const MachineLimits& m, DType state) {
+Throughput throughput_of(const std::vector<double>& seconds, const Case& c, const MachineLimits& m, const Storage& storage) {
   Throughput t;
   t.samples = static_cast<int>(seconds.size());
   if (seconds.empty()) return t;
@@ -21,7 +21,7 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
   t.hi_s = ci.hi;
   t.noise = relative_noise(seconds);
   const OpSpec* op = find_op(c.op());
-  double flops = op->flops(c), bytes = op->bytes(c, state);
+  double flops = op->flops(c), bytes = op->bytes(c, storage);
   t.gflops = flops / t.median_s / 1e9;
   t.gbs = bytes / t.median_s / 1e9;
   double mem_floor = m.stream_triad_gbs_all > 0 ? bytes / (m.stream_triad_gbs_all * 1e9) : 0;
@@ -35,7 +35,7 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
 
 Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimits& m) {
   const Candidate* cand = find_candidate(s.candidate);
-  const DType state = cand ? cand->info().state_dtype : DType::f32;
+  const Storage state = cand ? cand->info().storage() : Storage{};
   if (s.wall_seconds.empty()) return throughput_of(s.seconds, c, m, state);
   // The device's bound replaces this machine's: memory bandwidth only (KDA and the decode steps are
   // bandwidth-bound; the device's FMA peak is not measured here).

@@ -30,9 +30,9 @@ struct Throughput {
   double wall_median_s = 0, host_overhead = 0, peak_gbs = 0, call_wall_median_s = 0;
 };
 
-// `state`: the candidate's state dtype (the bytes a decode step moves depend on it).
+// `storage`: the candidate's dtypes (the bytes it moves depend on them).
 Throughput throughput_of(const std::vector<double>& seconds, const Case& c, const MachineLimits& m,
-                         DType state = DType::f32);
+                         const Storage& storage = {});
 Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimits& m);
 
 // Times base and patch interleaved on one case within the policy's time budget, stopping early

@@ -148,7 +148,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.candidate = cand->name();
     rec.tier = opt.tier;
     rec.flops = op->flops(c);
-    rec.bytes = op->bytes(c, cand->info().state_dtype);
+    rec.bytes = op->bytes(c, cand->info().storage());
     rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}{}", cand->name(), c.str(),
                                 tier_name(opt.tier), opt.certify ? " --certify" : "", outside_args_text(opt.worker_args));
     // A candidate is held to the floor of the narrowest format it declares (a bf16 state limits o).

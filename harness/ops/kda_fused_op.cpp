@@ -269,14 +269,15 @@ OpSpec fused_spec() {
     return tokens * (f.p.flops_per_token_head() * static_cast<double>(f.p.HV) +
                      static_cast<double>(2 * f.Cq + f.Cv) * (2.0 * static_cast<double>(f.W) + 4) + 10.0 * static_cast<double>(f.Cv));
   };
-  s.bytes = [](const Case& c, DType state_dtype) {
+  s.bytes = [](const Case& c, const Storage& st) {
     FusedShapes f = shapes(c);
     const KdaParams& p = f.p;
-    const double es = info(c.dtype()).storage_bytes, tokens = static_cast<double>(p.B * p.T);
-    const double per_token = es * static_cast<double>(2 * f.Cq + 2 * f.Cv + p.HV * p.K + p.HV + f.Cv);   // x, g, beta, ogate, o
+    const double tokens = static_cast<double>(p.B * p.T);
+    const double per_token = st.input_bytes(c.dtype()) * static_cast<double>(2 * f.Cq + 2 * f.Cv + p.HV * p.K + p.HV) +
+                             st.output_bytes(c.dtype()) * static_cast<double>(f.Cv);   // x, g, beta, ogate; o
     // every step reads and writes each sequence's KDA state (state dtype) and conv states (f32)
     const double state = 2.0 * static_cast<double>(p.B) *
-                         (static_cast<double>(p.HV * p.K * p.V) * info(state_dtype).storage_bytes +
+                         (static_cast<double>(p.HV * p.K * p.V) * st.state_bytes() +
                           4.0 * static_cast<double>((2 * f.Cq + f.Cv) * (f.W - 1)));
     return tokens * per_token + static_cast<double>(p.T) * state;
   };

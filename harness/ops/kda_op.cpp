@@ -178,13 +178,12 @@ double kda_flops(const Case& c) {
 
 // Inputs and outputs once, plus the state: prefill writes it once (and reads h0); a decode case
 // reads and writes every sequence's state at every step, in the candidate's state dtype.
-double kda_bytes(const Case& c, DType state_dtype) {
+double kda_bytes(const Case& c, const Storage& s) {
   KdaParams p = kda_params(c);
-  double es = info(c.dtype()).storage_bytes;
   double tokens = static_cast<double>(p.B * p.T);
-  double in = tokens * es * static_cast<double>(2 * p.H * p.K + p.HV * p.V + p.HV * p.K + p.HV);
-  double out = tokens * es * static_cast<double>(p.HV * p.V);
-  double state = static_cast<double>(p.num_seqs() * p.HV * p.K * p.V) * info(state_dtype).storage_bytes;
+  double in = tokens * s.input_bytes(c.dtype()) * static_cast<double>(2 * p.H * p.K + p.HV * p.V + p.HV * p.K + p.HV);
+  double out = tokens * s.output_bytes(c.dtype()) * static_cast<double>(p.HV * p.V);
+  double state = static_cast<double>(p.num_seqs() * p.HV * p.K * p.V) * s.state_bytes();
   if (c.op() == "kda_decode") return in + out + 2.0 * state * static_cast<double>(p.T);
   return in + out + state * (p.has_h0 ? 2.0 : 1.0);
 }

@@ -160,10 +160,10 @@ OpSpec conv_spec() {
     ConvParams p = conv_params(c);
     return static_cast<double>(p.B * p.T * p.D) * (2.0 * static_cast<double>(p.W) + 4.0);
   };
-  s.bytes = [](const Case& c, DType) {
+  s.bytes = [](const Case& c, const Storage& st) {   // x in, y out; weights and conv states f32
     ConvParams p = conv_params(c);
-    const double es = info(c.dtype()).storage_bytes;
-    return static_cast<double>(p.B * p.T * p.D) * 2 * es + static_cast<double>(p.D * p.W + 2 * p.B * p.D * (p.W - 1)) * 4;
+    return static_cast<double>(p.B * p.T * p.D) * (st.input_bytes(c.dtype()) + st.output_bytes(c.dtype())) +
+           static_cast<double>(p.D * p.W + 2 * p.B * p.D * (p.W - 1)) * 4;
   };
   return s;
 }
@@ -219,9 +219,10 @@ OpSpec norm_spec() {
     NormParams p = norm_params(c);
     return static_cast<double>(p.N * p.D) * 8.0;
   };
-  s.bytes = [](const Case& c, DType) {
+  s.bytes = [](const Case& c, const Storage& st) {   // x and gate in, y out; the weight f32
     NormParams p = norm_params(c);
-    return static_cast<double>(p.N * p.D) * 3 * info(c.dtype()).storage_bytes + static_cast<double>(p.D) * 4;
+    return static_cast<double>(p.N * p.D) * (2 * st.input_bytes(c.dtype()) + st.output_bytes(c.dtype())) +
+           static_cast<double>(p.D) * 4;
   };
   return s;
 }

@@ -225,7 +225,7 @@ TEST(CudaEmuKda, DecodeKernelsMoveTheStateOnceInWholeSectors) {
     EXPECT_EQ(t.store.bytes, state_bytes) << case_str;
     EXPECT_EQ(t.load.efficiency(), 1.0) << case_str;
     EXPECT_EQ(t.store.efficiency(), 1.0) << case_str;
-    const double counted = find_op(c.op())->bytes(c, DType::f32);
+    const double counted = find_op(c.op())->bytes(c, require_candidate(name).info().storage());
     EXPECT_LE(static_cast<double>(2 * state_bytes), counted) << case_str;
     EXPECT_GT(static_cast<double>(2 * state_bytes), 0.9 * counted) << case_str;
   }

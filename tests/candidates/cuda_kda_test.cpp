@@ -136,7 +136,7 @@ TEST(CudaKdaGpu, LaunchesAreTimedByTheDeviceRules) {
   EXPECT_GT(d.peak_gbs, 1000.0);   // any HBM device
   EXPECT_FALSE(d.device.empty());
   // The state traffic of the steps cannot have moved faster than the memory allows.
-  EXPECT_LT(op.bytes(c, DType::f32) / d.device_s / 1e9, d.peak_gbs);
+  EXPECT_LT(op.bytes(c, Storage{}) / d.device_s / 1e9, d.peak_gbs);
 }
 
 }  // namespace

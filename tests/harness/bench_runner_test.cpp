@@ -414,6 +414,24 @@ TEST(BenchRunner, WithoutAStopHookItRunsToMaxRepetitions) {
   EXPECT_EQ(r[0].seconds.size(), 11u);
 }
 
+// The bytes behind GB/s and the physical floor are what the candidate moves at least: a candidate
+// that reads bf16 inputs of an f32 case (rounding them first) and writes bf16 outputs is counted at
+// 2 bytes an element, so an honest bf16 kernel is never INVALID for beating an f32 count; an f32
+// candidate, and any candidate on a bf16 case, is counted at the case's dtype.
+TEST(Throughput, BytesCountTheNarrowerOfTheCasesAndTheCandidatesDtypes) {
+  const OpSpec& op = *find_op("kda");
+  const Case f32 = parse_case("kda(T=64,H=1,K=32,V=32,regime=kimi_linear,dtype=f32,seed=0)");
+  const Case bf16 = f32.with("dtype", "bf16");
+  const Storage narrow{DType::bf16, DType::f32, DType::bf16};
+  const double tokens = 64, in_per_token = 2 * 32 + 32 + 32 + 1, out_per_token = 32;
+  EXPECT_DOUBLE_EQ(op.bytes(f32, Storage{}) - op.bytes(f32, narrow), tokens * (in_per_token + out_per_token) * 2.0);
+  EXPECT_DOUBLE_EQ(op.bytes(f32, require_candidate("kda_cpu_chunk_f32").info().storage()), op.bytes(f32, Storage{}));
+  EXPECT_DOUBLE_EQ(op.bytes(bf16, narrow), op.bytes(bf16, Storage{}));
+  // The state counts at the candidate's state dtype whatever the case's.
+  const Storage f64_state{DType::f64, DType::f64, DType::f64};
+  EXPECT_DOUBLE_EQ(op.bytes(bf16, f64_state) - op.bytes(bf16, Storage{}), 32.0 * 32 * 4);
+}
+
 TEST(BenchRunner, AThrowingCandidateIsNamed) {
   try {
     time_candidates(cands({"kda_cpu_recurrent_f32", "kda_test_bench_throws_f32"}), small_case(), fixed(2));
