@@ -12,7 +12,8 @@
 // 20 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
 // the GPU reaches it, which also measures the SM clock just before the start (its cycles over the
 // global timer); the start event, the kernel, the end event on the legacy default stream, which
-// waits for every blocking stream. Wall time is the host's, less the guard spin's device time. A
+// waits for every blocking stream (not for a non-blocking one; the kernels here use only the
+// timer's stream). Wall time is the host's, less the guard spin's device time. A
 // launch whose clock was below 90% of the fastest seen is measured again (up to three times) from
 // the in-out buffers it started from (saved before the first attempt), and counted as throttled;
 // one still below after three is kept and counted in low_clock. The device's memory bandwidth
