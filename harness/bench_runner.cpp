@@ -313,7 +313,6 @@ class Runner {
       out[ci].seconds = samples_[ci];
       out[ci].cpu_seconds = cpu_[ci];
       out[ci].wall_seconds = device_[ci].wall;
-      out[ci].call_wall_seconds = device_[ci].call_wall;
       out[ci].throttled = device_[ci].throttled;
       out[ci].low_clock = device_[ci].low_clock;
       out[ci].device_peak_gbs = device_[ci].peak_gbs;
@@ -367,7 +366,6 @@ class Runner {
     if (p.kind == CallKind::timed) {
       DeviceRecord& r = device_[static_cast<size_t>(p.cand)];
       r.wall.push_back(d.launch_wall_s);
-      r.call_wall.push_back(wall);
       r.throttled += d.throttled;
       r.low_clock += d.low_clock;
       r.peak_gbs = d.peak_gbs;
@@ -539,7 +537,7 @@ class Runner {
   int64_t next_slot_ = 0;
   std::vector<std::vector<double>> samples_, cpu_;
   struct DeviceRecord {   // device candidates: per timed call, in call order
-    std::vector<double> wall, call_wall;
+    std::vector<double> wall;
     int throttled = 0, low_clock = 0;
     double peak_gbs = 0;
     std::string device;

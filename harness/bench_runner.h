@@ -87,7 +87,6 @@ struct BenchSamples {
   // Device candidates only (else empty / 0): the host wall time of each call's launches, the
   // launches measured again after a clock drop, and the device's memory bandwidth.
   std::vector<double> wall_seconds;
-  std::vector<double> call_wall_seconds;   // the whole call's host wall time: the driver's staging too
   int throttled = 0;
   int low_clock = 0;                 // launches kept at a dropped clock after three re-measures
   double device_peak_gbs = 0;

@@ -44,14 +44,10 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
   Throughput t = throughput_of(s.seconds, c, dev, state);
   t.device = true;
   t.peak_gbs = s.device_peak_gbs;
-  auto median = [](std::vector<double> w) {
-    if (w.empty()) return 0.0;
-    std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2), w.end());
-    return w[w.size() / 2];
-  };
-  t.wall_median_s = median(s.wall_seconds);
+  std::vector<double> w = s.wall_seconds;
+  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2), w.end());
+  t.wall_median_s = w[w.size() / 2];
   t.host_overhead = t.wall_median_s > 0 ? 1.0 - t.median_s / t.wall_median_s : 0;
-  t.call_wall_median_s = median(s.call_wall_seconds);
   return t;
 }
 

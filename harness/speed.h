@@ -24,10 +24,9 @@ struct Throughput {
   double floor_s = 0, pct_of_limit = 0;
   bool below_physical_bound = false;
   // Device candidates: seconds are device time, the floor is bytes / the device's memory
-  // bandwidth, and the launches' host wall time gives the host overhead 1 - device / wall
-  // (medians); the whole call's wall time, the driver's staging of host tensors included, beside.
+  // bandwidth, and the call's host wall time gives the host overhead 1 - device / wall (medians).
   bool device = false;
-  double wall_median_s = 0, host_overhead = 0, peak_gbs = 0, call_wall_median_s = 0;
+  double wall_median_s = 0, host_overhead = 0, peak_gbs = 0;
 };
 
 // `storage`: the candidate's dtypes (the bytes it moves depend on them).

@@ -30,7 +30,6 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.seconds = s.at("seconds").get<std::vector<double>>();
     b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
     b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
-    b.call_wall_seconds = s.at("call_wall_seconds").get<std::vector<double>>();
     b.throttled = s.at("throttled");
     b.low_clock = s.at("low_clock");
     b.device_peak_gbs = s.at("device_peak_gbs");
@@ -61,7 +60,7 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchSamples& s : samples)
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},
-                    {"wall_seconds", s.wall_seconds}, {"call_wall_seconds", s.call_wall_seconds}, {"throttled", s.throttled}, {"low_clock", s.low_clock},
+                    {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled}, {"low_clock", s.low_clock},
                     {"device_peak_gbs", s.device_peak_gbs}, {"device", s.device},
                     {"calls", s.calls}, {"outputs_consistent", s.outputs_consistent},
                     {"inconsistency", s.inconsistency}});
