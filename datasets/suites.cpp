@@ -80,15 +80,17 @@ std::vector<Suite> build() {
                }});
 
   // kda-decode-gpu: the production decode shape (H=32 heads of K = V = 128, V-first state pools) at
-  // B = 1, 8, 64 and 256 sequences, 8 steps each, plain and fused; what scripts/gpu-check.sh gates
-  // and benches (state read + write: 4 MiB per sequence per step). f64 reference: the candidates
-  // hold f32 states.
-  Suite decode_gpu{"kda-decode-gpu", "KDA decode at B = 1, 8, 64, 256, H=32, K=V=128, V-first pools, plain and fused",
+  // B = 1, 8, 64 and 256 sequences, 8 steps each, plain and fused, and the plain step on K-first
+  // pools at B=64; what scripts/gpu-check.sh gates and benches (state read + write: 4 MiB per
+  // sequence per step). f64 reference: the candidates hold f32 states.
+  Suite decode_gpu{"kda-decode-gpu",
+                   "KDA decode at B = 1, 8, 64, 256, H=32, K=V=128, V-first pools, plain and fused; K-first at B=64",
                    {}, "f64"};
   for (const char* op : {"kda_decode", "kda_decode_fused"})
     for (const char* b : {"", "B=8,", "B=64,", "B=256,"})   // (B=1 is the default: canonical strings omit it)
       decode_gpu.cases.push_back(
           fmt::format("{}(T=8,{}H=32,K=128,V=128,layout=vfirst,regime=kimi_linear,dtype=bf16,seed=0)", op, b));
+  decode_gpu.cases.push_back("kda_decode(T=8,B=64,H=32,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
   v.push_back(decode_gpu);
 
   // kda-selftest: small cases on which `driftgate selftest` proves every canary is caught quickly.

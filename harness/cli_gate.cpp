@@ -120,6 +120,7 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   vo.worker_runs = 2;
   vo.worker_args = outside_candidate_args();
   nlohmann::json all = nlohmann::json::object();
+  nlohmann::json drows = nlohmann::json::array();   // driftgate's rows, timed or not, in order
   int failed = 0;
   std::cout << fmt::format("{:<26} {:>11} {:>23} {:>7} {:>8} {:>8} {:>7} {:>8}  {}\n", "candidate", "median", "95% interval",
                            "noise", "GB/s", "GFLOP/s", "% limit", "speedup", "precision");
@@ -138,6 +139,9 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
         if (recs[i].disposition != Disposition::NOT_SUPPORTED) ++failed;
         std::cout << fmt::format("  {:<24} not timed: {} ({})\n", mine[i]->name(), disposition_name(recs[i].disposition),
                                  recs[i].reason);
+        drows.push_back({{"candidate", mine[i]->name()}, {"case", c.str()},
+                         {"flag", "not timed: " + std::string(disposition_name(recs[i].disposition))},
+                         {"reason", recs[i].reason}});
       }
     }
     if (timed.empty()) continue;
@@ -148,7 +152,6 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     req.extra_args = vo.worker_args;
     std::vector<BenchSamples> samples = time_in_worker(req);
     double first_median = 0;
-    nlohmann::json rows = nlohmann::json::array();
     for (const BenchSamples& s : samples) {
       Throughput t = throughput_of(s, c, machine);
       if (first_median == 0) first_median = t.median_s;
@@ -177,17 +180,17 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
         row["throttled"] = s.throttled;
         row["low_clock"] = s.low_clock;
       }
-      rows.push_back(std::move(row));
+      drows.push_back(std::move(row));
     }
     nlohmann::json j = nlohmann::json::parse(compare_py_json(samples, c, run_context(cmdline)));
-    j["driftgate_rows"] = std::move(rows);
     if (all.empty()) all = j;
-    else {
-      for (auto& b : j["benchmarks"]) all["benchmarks"].push_back(b);
-      for (auto& r : j["driftgate_rows"]) all["driftgate_rows"].push_back(r);
-    }
+    else for (auto& b : j["benchmarks"]) all["benchmarks"].push_back(b);
   }
-  if (!g.b_json.empty() && !all.empty()) write_file_atomic(g.b_json, all.dump(2) + "\n");
+  if (!g.b_json.empty()) {   // written even when nothing was timed, so no earlier file outlives this run
+    if (all.empty()) all = {{"context", run_context(cmdline)}, {"benchmarks", nlohmann::json::array()}};
+    all["driftgate_rows"] = std::move(drows);
+    write_file_atomic(g.b_json, all.dump(2) + "\n");
+  }
   return failed ? 1 : 0;
 }
 

@@ -9,7 +9,7 @@
 // Timing (harness/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
 // reset, L2 flushed by reading a buffer twice its size (a read, not a memset: a memset would leave
 // L2 full of dirty lines, and the kernel would pay for their write-back), device synchronised; a
-// 20 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
+// 100 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
 // the GPU reaches it, which also measures the SM clock just before the start (its cycles over the
 // global timer); the start event, the kernel, the end event on the legacy default stream, which
 // waits for every blocking stream (not for a non-blocking one; the kernels here use only the
@@ -242,7 +242,9 @@ __global__ void flush_kernel(const int4* buf, int64_t n, int key, int* sink) {
   }
   if (acc == key) *sink = acc;
 }
-constexpr int kGuardCycles = 40000;   // the guard spin: 20 us at 2 GHz
+// The guard spin: 100 us at 2 GHz, long enough that the global timer's tick (up to 1 us) moves the
+// clock it measures by 1% at most.
+constexpr int kGuardCycles = 200000;
 
 struct Timer {
   cudaStream_t stream = nullptr;
@@ -306,6 +308,7 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     }
     DG_CUDA(cudaCtxResetPersistingL2Cache());
     int* sink = static_cast<int*>(scratch().get("flush_sink", sizeof(int)));
+    auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
     DG_LAUNCH(flush_kernel, t.flush_blocks, 256, t.stream, static_cast<const int4*>(t.flush),
               static_cast<int64_t>(t.flush_bytes / 16), 1, sink);
     DG_LAUNCHED("flush_kernel");
@@ -315,7 +318,6 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     // before the spin to the end of the synchronisation, less the spin's device time (pre ->
     // start): what a caller of the launch waits for, without the spin.
     const auto w0 = std::chrono::steady_clock::now();
-    auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
     DG_CUDA(cudaEventRecord(t.pre, t.stream));
     DG_LAUNCH(spin_kernel, 1, 1, t.stream, static_cast<long long>(kGuardCycles), guard_ns);
     DG_LAUNCHED("spin_kernel");

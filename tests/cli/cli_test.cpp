@@ -310,10 +310,25 @@ TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
 TEST(CliBench, ACandidateThisMachineCannotRunIsARowNotAFailure) {
   if (cuda_status().available) GTEST_SKIP() << "a CUDA device is present: the CUDA candidate runs here";
   const std::string c = "kda_decode(T=2,B=2,H=1,K=32,V=32,layout=vfirst,regime=kimi_linear,seed=0)";
-  Result r = run("bench --candidate kda_decode_cpu_f32,kda_decode_cuda_f32state --case '" + c + "' --max-time 0.5");
+  const std::string json = tmp("bench_unsupported.json");
+  Result r = run("bench --candidate kda_decode_cpu_f32,kda_decode_cuda_f32state --case '" + c + "' --max-time 0.5 --json " + json);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_decode_cuda_f32state +not timed: NOT_SUPPORTED \\(.+\\)"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_decode_cpu_f32 +[0-9.]+ms"));
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  std::map<std::string, std::string> flags;
+  for (const auto& row : j["driftgate_rows"]) flags[row["candidate"]] = row["flag"];
+  EXPECT_EQ(flags["kda_decode_cpu_f32"], "PASSED");
+  EXPECT_EQ(flags["kda_decode_cuda_f32state"], "not timed: NOT_SUPPORTED");
+  // Nothing timed: the file is still written (an earlier one must not outlive the run), rows and all.
+  std::ofstream(json) << "{\"stale\": true}";
+  r = run("bench --candidate kda_decode_cuda_f32state --case '" + c + "' --json " + json);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  j = nlohmann::json::parse(slurp(json));
+  EXPECT_FALSE(j.contains("stale"));
+  EXPECT_TRUE(j["benchmarks"].empty());
+  ASSERT_EQ(j["driftgate_rows"].size(), 1u);
+  EXPECT_FALSE(j["driftgate_rows"][0]["reason"].get<std::string>().empty());
 }
 
 }  // namespace

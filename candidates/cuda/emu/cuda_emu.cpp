@@ -308,10 +308,16 @@ struct CUevent_st {
   bool recorded = false;
 };
 
-// 256-byte aligned as cudaMalloc's, so the streaming trace counts the sectors a device would.
+// 256-byte aligned as cudaMalloc's, so the streaming trace counts the sectors a device would. The
+// rounding's tail is poisoned for AddressSanitizer: an access past the bytes asked for is caught.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + (bytes == 0) * 256);
-  return *p ? cudaSuccess : fail_call(cudaErrorMemoryAllocation);
+  const size_t rounded = (bytes + 255) / 256 * 256 + (bytes == 0) * 256;
+  *p = std::aligned_alloc(256, rounded);
+  if (!*p) return fail_call(cudaErrorMemoryAllocation);
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(*p) + bytes, rounded - bytes);
+#endif
+  return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void* p) {
