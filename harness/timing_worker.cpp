@@ -43,6 +43,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
 }
 
 int timing_worker_main(const TimingRequest& req, const std::string& report) {
+  exit_with_parent();
   std::vector<const Candidate*> cands;
   for (const std::string& n : req.candidates) cands.push_back(&require_candidate(n));
   Case c = parse_case(req.case_str);

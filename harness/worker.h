@@ -116,6 +116,12 @@ struct WorkerResult {
 // gigabyte case is not written to and read back from disk once per candidate); else /tmp.
 std::string worker_temp_root(int64_t bytes);
 
+// Called first by a worker (`driftgate worker`, the timing worker): a detached thread that ends the
+// process (exit 137) once its parent is gone, checked twice a second. A worker runs in a process
+// group of its own, so a signal that kills driftgate (`timeout`, an agent's harness) does not reach
+// it; without this a hanging candidate would outlive the run.
+void exit_with_parent();
+
 // A case's inputs written once for the workers of all its candidates (req.inputs_path), in their
 // own temp dir, removed with this object.
 class WorkerInputs {

@@ -20,6 +20,7 @@
 #include "harness/registry.h"
 #include "harness/report.h"
 #include "harness/safetensors.h"
+#include "harness/worker.h"
 
 namespace dg {
 namespace {
@@ -149,6 +150,7 @@ std::string compare_outputs(const Guarded& first, const Guarded& now) {
 }  // namespace
 
 int worker_main(const WorkerArgs& a) {
+  exit_with_parent();
   if (a.runs < 1) throw InputError(fmt::format("worker: --runs must be >= 1, got {}", a.runs));
   const Candidate* cand = find_candidate(a.candidate);
   if (!cand) throw InputError(fmt::format("worker: unknown candidate '{}'", a.candidate));

@@ -1,6 +1,7 @@
 // The worker side of candidate isolation: `driftgate worker` (a hidden subcommand) runs one
 // candidate on stored inputs under the anti-gaming rules and writes its outputs and a JSON report.
-// The parent side (harness/worker.h) spawns it; nothing else should.
+// The parent side (harness/worker.h) spawns it; nothing else should. It ends (exit 137) when its
+// parent is gone (exit_with_parent), so a killed driftgate leaves no candidate running.
 //
 //   driftgate worker --candidate NAME --in IN.safetensors --out OUT.safetensors --report REPORT.json
 //                    [--mem-limit BYTES] [--cpu-limit SECONDS] [--runs N]

@@ -42,18 +42,6 @@ failed=0
 deadline=""   # set after the build
 export DRIFTGATE_REQUIRE_GPU=1
 
-# Kills what is left of a step killed at the budget's end: driftgate's workers run in process groups
-# of their own, which `timeout` does not reach; they are the driftgate binary itself.
-kill_workers() {
-  local real p
-  [ -n "${dg:-}" ] || return 0
-  real=$(readlink -f "$dg")
-  for p in /proc/[0-9]*; do
-    [ "$(readlink -f "$p/exe" 2>/dev/null)" = "$real" ] && kill -KILL "${p#/proc/}" 2>/dev/null
-  done
-  return 0
-}
-
 # step NAME LOGFILE CMD...: runs CMD with its output in LOGFILE (under `timeout` with the time left
 # once the deadline is set), records its status and seconds.
 step() {
@@ -72,10 +60,8 @@ step() {
     "$@" >"$log" 2>&1
   fi
   rc=$?
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    echo "   timed out at the budget's end" | tee -a "$summary"
-    kill_workers
-  fi
+  # (a killed step's workers end with it: harness/worker.h exit_with_parent)
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "   timed out at the budget's end" | tee -a "$summary"; fi
   echo "   exit $rc in $((SECONDS - t0)) s ($(basename "$log"))" | tee -a "$summary"
   [ $rc -eq 0 ] || failed=$((failed + 1))
   return 0

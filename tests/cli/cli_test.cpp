@@ -1,6 +1,8 @@
 // The driftgate command line end to end: the main job's JSON, export/run round trips, and every
 // bad-input path: exit code 2, a message naming the problem, and no output file left behind.
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <sys/wait.h>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -336,6 +339,46 @@ TEST(CliBench, ACandidateThisMachineCannotRunIsARowNotAFailure) {
 
 namespace dg {
 namespace {
+
+// Processes whose command line mentions `text`.
+int processes_mentioning(const std::string& text) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = slurp(e.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    n += cmdline.find(text) != std::string::npos;
+  }
+  return n;
+}
+
+// driftgate killed outright (SIGKILL, as `timeout -s KILL` or an agent's harness may) while a
+// candidate hangs in its worker: the worker, in a process group of its own, ends with its parent
+// instead of hanging on.
+TEST(CliWorker, AWorkerEndsWhenDriftgateIsKilled) {
+  const std::string dir = tmp("orphans");
+  fs::create_directories(dir);
+  // Starts driftgate, waits until its worker runs (the worker's temp dir and process exist), kills it.
+  const std::string cmd = "TMPDIR=" + dir + " " DRIFTGATE_EXE
+                          " verify --candidate kda_cheat_hang --case 'kda(T=64,H=1,K=16,V=16,regime=kimi_linear,seed=0)'"
+                          " --timeout 120 >/dev/null 2>&1 & pid=$!; for i in $(seq 300); do"
+                          " pgrep -f 'worker --candidate kda_cheat_hang --in " + dir + "' >/dev/null && break; sleep 0.1; done;"
+                          " pgrep -f 'worker --candidate kda_cheat_hang --in " + dir + "' >/dev/null && echo worker-running;"
+                          " kill -KILL $pid; wait $pid";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 256> buf{};
+  std::string out;
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  pclose(p);
+  ASSERT_EQ(out, "worker-running\n") << "the hanging worker never started";
+  int left = processes_mentioning(dir);
+  for (int i = 0; i < 40 && left > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_mentioning(dir);
+  }
+  EXPECT_EQ(left, 0) << "a worker outlived driftgate";
+}
 
 // A sweep killed after some cases resumes: the rows on disk are kept and only the rest is measured.
 TEST(Cli, VerifyResumesAnInterruptedSweep) {
