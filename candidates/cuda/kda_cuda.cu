@@ -528,9 +528,9 @@ struct DecodeArgs {
   const __nv_bfloat16 *q, *k, *v, *g, *beta;   // [B,H,K] [B,H,K] [B,HV,V] [B,HV,K] [B,HV]
   const float *A_log, *dt_bias;                // [HV], [HV*K]; null when unused
   const int64_t* slots;                        // [B]; < 0: padding
-  float* state;                                // [N,HV,V,K] V-first, or [N,HV,K,V]
+  float* state;                                // [N,HV,V,K] V-first (kda_decode_kernel), or [N,HV,K,V]
   float* o;                                    // [B,HV,V]
-  int B, H, HV, K, V, vfirst;
+  int B, H, HV, K, V;
   GateArgs a;
 };
 
@@ -661,7 +661,7 @@ struct FusedArgs {
   const int64_t* slots;
   float* state;
   float* o;
-  int B, H, HV, K, V, W, vfirst;
+  int B, H, HV, K, V, W;   // the layout is kda_fused_kernel's VFIRST
   float eps;
   GateArgs a;
 };
@@ -959,13 +959,12 @@ void kda_decode_cuda_f32state(const Case& c, const TensorMap& in, TensorMap& out
   A.HV = static_cast<int>(p.HV);
   A.K = static_cast<int>(p.K);
   A.V = static_cast<int>(p.V);
-  A.vfirst = p.state_v_first ? 1 : 0;
   A.a = gate_args(p);
-  const int cols = A.vfirst ? kDecodeCols : kDecodeColsKFirst;
+  const int cols = p.state_v_first ? kDecodeCols : kDecodeColsKFirst;
   const dim3 grid(static_cast<unsigned>(p.B * p.HV), static_cast<unsigned>((p.V + cols - 1) / cols));
   run_launch(
       [&](cudaStream_t s) {
-        if (A.vfirst) {
+        if (p.state_v_first) {
           launch_by_k(A.K, grid, dim3(kDecodeWarps * kWarp), s, A, [](int kpl) {
             return kpl == 1 ? kda_decode_kernel<1> : kpl == 2 ? kda_decode_kernel<2> : kpl == 4 ? kda_decode_kernel<4> : kda_decode_kernel<8>;
           });
@@ -1027,13 +1026,12 @@ void kda_decode_cuda_f32state_fused(const Case& c, const TensorMap& in, TensorMa
   A.K = static_cast<int>(p.K);
   A.V = static_cast<int>(p.V);
   A.W = static_cast<int>(W);
-  A.vfirst = p.state_v_first ? 1 : 0;
   A.eps = static_cast<float>(c.real("eps"));
   A.a = gate_args(p);
   const dim3 grid(static_cast<unsigned>(p.B * p.H));
   run_launch(
       [&](cudaStream_t s) {
-        if (A.vfirst)
+        if (p.state_v_first)
           launch_by_k(A.K, grid, dim3(kFusedThreads), s, A, [](int kpl) { return fused_kernel<true>(kpl); });
         else
           launch_by_k(A.K, grid, dim3(kFusedThreads), s, A, [](int kpl) { return fused_kernel<false>(kpl); });
