@@ -245,10 +245,13 @@ namespace {
 
 const std::string kGateCase = "kda(T=512,H=2,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)";
 
+// The merge path and its files. The two CPU algorithms run at about the same speed at T=512, so a
+// busy machine (ctest -j2 beside a CPU-heavy test) can time either as a few % slower: the policy
+// here calls differences under 50% SAME, leaving the speed rule to its own tests.
 TEST(CliGate, ChunkF32MergesAndWritesTheVerdictFiles) {
   std::string out = tmp("gate_merge");
   std::string policy = tmp("quick.toml");
-  std::ofstream(policy) << "[throughput]\nmax_time_s = 2\n";
+  std::ofstream(policy) << "[throughput]\nmax_time_s = 2\nmin_effect = 0.5\n";
   Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kGateCase + "' --policy " +
                  policy + " --out " + out);
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
