@@ -298,6 +298,8 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
     saved.push_back(r.bytes ? scratch().get("saved" + std::to_string(saved.size()), r.bytes) : nullptr);
     if (r.bytes) DG_CUDA(cudaMemcpy(saved.back(), r.p, r.bytes, cudaMemcpyDeviceToDevice));
   }
+  int* sink = static_cast<int*>(scratch().get("flush_sink", sizeof(int)));
+  auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       size_t i = 0;
@@ -307,8 +309,6 @@ void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
       }
     }
     DG_CUDA(cudaCtxResetPersistingL2Cache());
-    int* sink = static_cast<int*>(scratch().get("flush_sink", sizeof(int)));
-    auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
     DG_LAUNCH(flush_kernel, t.flush_blocks, 256, t.stream, static_cast<const int4*>(t.flush),
               static_cast<int64_t>(t.flush_bytes / 16), 1, sink);
     DG_LAUNCHED("flush_kernel");
