@@ -16,6 +16,7 @@
 #include "harness/plugin.h"
 #include "harness/report.h"
 #include "harness/safetensors.h"
+#include "harness/sandbox.h"
 #include "harness/threads.h"
 #include "harness/timing_worker.h"
 #include "harness/verify.h"
@@ -280,7 +281,8 @@ int run_main(int argc, char** argv) {
   CLI::App* worker = app.add_subcommand("worker", "run one candidate in an isolated worker")->group("");
   worker->fallthrough();
   worker->add_option("--candidate", wk.candidate)->required();
-  worker->add_option("--in", wk.in)->required();
+  worker->add_option("--in", wk.in);
+  worker->add_option("--in-fd", wk.in_fd);
   worker->add_option("--out", wk.out)->required();
   worker->add_option("--report", wk.report)->required();
   worker->add_option("--mem-limit", wk.mem_limit);
@@ -341,6 +343,14 @@ int run_main(int argc, char** argv) {
 }  // namespace dg
 
 int main(int argc, char** argv) {
+  // The sandbox's init (harness/sandbox.h) runs before anything else; the workers inside it neither
+  // sweep nor clean up (their parent does).
+  const std::string verb = argc > 1 ? argv[1] : "";
+  if (verb == "sandbox-init") return dg::sandbox_init_main(argc, argv);
+  if (verb != "worker" && verb != "bench-worker") {
+    dg::install_signal_cleanup();
+    dg::sweep_stale_temp_dirs();
+  }
   try {
     return dg::run_main(argc, argv);
   } catch (const dg::InputError& e) {

@@ -1,4 +1,5 @@
 #include "harness/report.h"
+#include "harness/sandbox.h"
 
 #include <cmath>
 #include <fstream>
@@ -88,6 +89,7 @@ nlohmann::json to_json(const Record& r) {
                       {"bytes", r.bytes},
                       {"outputs", outs},
                       {"reproduce", r.reproduce}};
+  if (!r.confinement.empty()) j["confinement"] = r.confinement;
   if (r.cert)
     j["certification"] = {{"against", tier_name(r.cert->cert.against)},
                           {"sample", r.cert->cert.sample},
@@ -125,6 +127,7 @@ Record record_from_json(const nlohmann::json& j) {
   r.flops = j.at("flops");
   r.bytes = j.at("bytes");
   r.reproduce = j.at("reproduce");
+  r.confinement = j.value("confinement", "");
   for (const auto& [name, o] : j.at("outputs").items()) {
     OutputResult out;
     out.name = name;
@@ -203,6 +206,11 @@ std::string drift_table(const std::vector<Record>& records) {
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  register_temp_file(tmp);   // a SIGINT/SIGTERM meanwhile removes it (sandbox.h)
+  struct Unregister {
+    const std::string& p;
+    ~Unregister() { unregister_temp_file(p); }
+  } unregister{tmp};
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw std::runtime_error("cannot write " + tmp);

@@ -170,13 +170,14 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
       WorkerRequest req;
       req.candidate = cand->name();
       req.case_str = c.str();
-      req.inputs_path = worker_inputs->path();
+      req.shared_inputs = &*worker_inputs;
       req.runs = opt.worker_runs;
       req.limits.wall_seconds = opt.wall_seconds;
       req.limits.memory_bytes = opt.memory_bytes;
       req.extra_args = opt.worker_args;
       WorkerResult w = run_in_worker(req);
       rec.seconds = w.seconds;
+      rec.confinement = w.confinement;
       std::string why;
       if (std::optional<Disposition> d = worker_disposition(w, &why)) {
         rec.disposition = *d;

@@ -43,6 +43,8 @@ struct Record {
   double ref_seconds = 0;           // reference wall time (shared by the case's rows)
   double flops = 0, bytes = 0;      // work of the case
   std::string reproduce;            // a command that reproduces this row
+  std::string confinement;          // the worker's sandbox (harness/sandbox.h): "pid+net namespace,
+                                    // landlock abi 7"; empty when it ran in process
 };
 
 // The output a table's bits, ULP and drift columns show: "o", else "y", else the first; and the

@@ -1,11 +1,13 @@
-// run_in_worker: temp dir, posix_spawn, wall-limited wait, classification, report (worker.h).
+// run_in_worker: sealed inputs, temp dir, the sandbox, classification, report, output check (worker.h).
 #include "harness/worker.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +26,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/registry.h"
 #include "harness/safetensors.h"
+#include "harness/sandbox.h"
 #include "harness/verify.h"
 #include "harness/worker_main.h"
 
@@ -34,7 +38,6 @@ namespace dg {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr size_t kTailBytes = 4096;
 
 [[noreturn]] void fail_errno(const std::string& what, int err) {
   throw std::runtime_error(fmt::format("worker: {}: {}", what, std::strerror(err)));
@@ -53,40 +56,17 @@ int64_t tensor_bytes(const TensorMap& m) {
   return n;
 }
 
-std::string make_temp_dir(const std::string& root, int64_t bytes = 0) {
-  const std::string base = root.empty() ? worker_temp_root(bytes) : root;
-  std::string tmpl = base + "/driftgate-worker-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) fail_errno("mkdtemp " + tmpl, errno);
-  return tmpl;
+std::string temp_dir_for(const std::string& root, int64_t bytes) {
+  return make_temp_dir(root.empty() ? worker_temp_root(bytes) : root);
 }
 
 struct TempDir {
   std::string path;
   bool keep;
   ~TempDir() {
-    std::error_code ec;
-    if (!keep) fs::remove_all(path, ec);
+    if (!keep) remove_temp_dir(path);
   }
 };
-
-// The last n bytes of a file with everything but printable ASCII, newlines and tabs replaced by
-// '?', so the tail is safe in JSON and in a terminal.
-std::string read_tail(const std::string& path, size_t n) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return {};
-  f.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(std::max<std::streamoff>(0, f.tellg()));
-  const size_t start = size > n ? size - n : 0;
-  f.seekg(static_cast<std::streamoff>(start));
-  std::string s(size - start, '\0');
-  f.read(s.data(), static_cast<std::streamsize>(s.size()));
-  s.resize(static_cast<size_t>(f.gcount()));
-  for (char& ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (!(u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f))) ch = '?';
-  }
-  return s;
-}
 
 std::string bytes_text(int64_t b) {
   if (b >= (int64_t{1} << 30) && b % (int64_t{1} << 30) == 0) return fmt::format("{} GiB", b >> 30);
@@ -94,68 +74,16 @@ std::string bytes_text(int64_t b) {
   return fmt::format("{} bytes", b);
 }
 
-pid_t spawn_worker(const std::vector<std::string>& argv, const std::string& log_path) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);   // no descriptor of the caller leaks in
-#endif
+constexpr int64_t kMaxReportBytes = int64_t{1} << 20;
 
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);   // its own process group, led by the worker
-  sigset_t all, none;
-  sigfillset(&all);
-  sigdelset(&all, SIGKILL);
-  sigdelset(&all, SIGSTOP);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);   // default dispositions, whatever the caller set
-  posix_spawnattr_setsigmask(&attr, &none);
-
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) fail_errno("cannot start " + argv[0], rc);
-  return pid;
-}
-
-// Waits for the worker, killing its group at the wall limit. Returns the wait status; fills the
-// resource usage. The group is killed again once the worker has ended but before it is reaped
-// (its zombie keeps the group id from being reused), so nothing it started outlives it.
-int wait_worker(pid_t pid, double wall_limit, bool& killed_for_wall, rusage& ru, double& wall_seconds) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto delay = std::chrono::microseconds(500);
-  killed_for_wall = false;
-  for (;;) {
-    siginfo_t si{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
-      if (errno == EINTR) continue;
-      fail_errno("waitid", errno);
-    }
-    if (si.si_pid == pid) break;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!killed_for_wall && wall_limit > 0 && elapsed > wall_limit) {
-      ::kill(-pid, SIGKILL);
-      killed_for_wall = true;
-    }
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::microseconds(20000));
-  }
-  wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::wait4(pid, &status, 0, &ru) < 0) {
-    if (errno != EINTR) fail_errno("wait4", errno);
-  }
-  return status;
+// Why `path` is not a plain file of at most max_bytes ("" when it is); never follows a link or
+// opens a FIFO.
+std::string regular_file_problem(const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return fmt::format("missing ({})", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_size > max_bytes) return fmt::format("{} bytes, more than the {} expected", st.st_size, max_bytes);
+  return {};
 }
 
 CheckResult parse_check(const nlohmann::json& j) {
@@ -167,10 +95,10 @@ CheckResult parse_check(const nlohmann::json& j) {
 }
 
 // Reads the report (and, when the candidate ran cleanly, the outputs) of a worker that exited 0.
-void read_report(WorkerResult& r, const std::string& report_path, const std::string& out_path) {
-  if (!fs::exists(report_path)) {
+void read_report(WorkerResult& r, const std::string& report_path, const std::string& out_path, int64_t max_out_bytes) {
+  if (const std::string bad = regular_file_problem(report_path, kMaxReportBytes); !bad.empty()) {
     r.status = WorkerStatus::bad_exit;
-    r.message = "exited 0 without a report (did the candidate call exit()?)";
+    r.message = "exited 0 without a readable report (did the candidate call exit()?): " + bad;
     return;
   }
   try {
@@ -190,7 +118,15 @@ void read_report(WorkerResult& r, const std::string& report_path, const std::str
     r.checks.input_mutation = parse_check(c.at("input_mutation"));
     r.checks.alias = parse_check(c.at("alias"));
     r.checks.nondeterministic = parse_check(c.at("nondeterministic"));
-    if (r.status == WorkerStatus::ok) r.outputs = read_safetensors(out_path).tensors;
+    r.checks.outputs = CheckResult{};
+    if (r.status == WorkerStatus::ok) {
+      // The worker's dir is the candidate's: the file may be anything (a FIFO, a link, huge).
+      if (const std::string bad = regular_file_problem(out_path, max_out_bytes); !bad.empty()) {
+        r.checks.outputs = {CheckState::violated, "out.safetensors: " + bad};
+        return;
+      }
+      r.outputs = read_safetensors(out_path).tensors;
+    }
   } catch (const std::exception& e) {
     r.status = WorkerStatus::bad_exit;
     r.message = fmt::format("unreadable worker report or outputs: {}", e.what());
@@ -223,7 +159,7 @@ std::string_view check_state_name(CheckState s) {
 
 std::vector<std::pair<std::string_view, const CheckResult*>> WorkerChecks::all() const {
   return {{"guard", &guard}, {"input_mutation", &input_mutation}, {"alias", &alias},
-          {"nondeterministic", &nondeterministic}};
+          {"nondeterministic", &nondeterministic}, {"outputs", &outputs}};
 }
 
 std::vector<std::string_view> WorkerChecks::violated() const {
@@ -286,7 +222,7 @@ void classify_exit(WorkerResult& r, int st, bool killed_for_wall, const WorkerLi
                                    static_cast<double>(r.max_rss_bytes) >= 0.9 * static_cast<double>(mem));
   if (killed_for_wall) {
     r.status = WorkerStatus::timed_out;
-    r.message = fmt::format("wall limit {} s exceeded: its process group was killed ({})", limits.wall_seconds, sig);
+    r.message = fmt::format("wall limit {} s exceeded: its sandbox was killed ({})", limits.wall_seconds, sig);
   } else if (r.signal == SIGXCPU || (r.signal == SIGKILL && cpu_limit > 0 && r.cpu_seconds >= cpu_limit)) {
     r.status = WorkerStatus::timed_out;
     r.message = fmt::format("CPU limit {} s exceeded ({})", cpu_limit, sig);
@@ -308,18 +244,28 @@ static double cpu_limit_of(const WorkerLimits& lim) {
   return std::max(0.0, cpu_limit);
 }
 
-// Spawns argv, waits under the wall limit, and fills r's times, memory, stderr tail and exit status.
-static void run_and_classify(const std::vector<std::string>& argv, const std::string& log_path, const WorkerLimits& lim,
-                      double cpu_limit, WorkerResult& r) {
-  const pid_t pid = spawn_worker(argv, log_path);
-  bool killed_for_wall = false;
-  rusage ru{};
-  const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
+// Runs argv in the sandbox under the wall limit and fills r's times, memory, output tail,
+// confinement and exit status.
+static void run_and_classify(const std::vector<std::string>& argv, const std::string& dir, const WorkerLimits& lim,
+                             double cpu_limit, const WorkerChannels& channels, WorkerResult& r) {
+  SandboxSpec spec;
+  spec.argv = argv;
+  spec.dir = dir;
+  spec.fds = channels.fds;
+  spec.wall_seconds = lim.wall_seconds;
+  spec.on_start = channels.on_start;
+  const SandboxResult s = run_sandboxed(spec);
+  const rusage& ru = s.usage;
+  r.wall_seconds = s.wall_seconds;
   r.cpu_seconds = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                   1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
   r.max_rss_bytes = static_cast<int64_t>(ru.ru_maxrss) * 1024;
-  r.stderr_tail = read_tail(log_path, kTailBytes);
-  classify_exit(r, st, killed_for_wall, lim, cpu_limit);
+  r.stderr_tail = s.output_tail;
+  r.output_dropped = s.output_dropped;
+  r.confinement = s.confinement;
+  classify_exit(r, s.wait_status, s.killed_for_wall, lim, cpu_limit);
+  if (r.status != WorkerStatus::ok && r.output_dropped > 0)
+    r.message += fmt::format(" ({} bytes of output before the last {} dropped)", r.output_dropped, r.stderr_tail.size());
 }
 
 void exit_with_parent() {
@@ -342,40 +288,87 @@ std::string worker_temp_root(int64_t bytes) {
   return "/tmp";
 }
 
-WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str, const std::string& temp_root)
-    : dir_(make_temp_dir(temp_root, 2 * tensor_bytes(inputs))), path_(dir_ + "/in.safetensors") {
+WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str) {
+  // Written to a private file first (write_safetensors takes a path), copied into the memfd, sealed.
+  const std::string dir = temp_dir_for("", 2 * tensor_bytes(inputs));
+  const std::string path = dir + "/in.safetensors";
   try {
-    write_safetensors(path_, inputs, {{"case", case_str}});
+    write_safetensors(path, inputs, {{"case", case_str}});
+    fd_ = ::memfd_create("driftgate-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd_ < 0) fail_errno("memfd_create", errno);
+    const int src = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (src < 0) fail_errno("open " + path, errno);
+    struct stat st {};
+    ::fstat(src, &st);
+    bytes_ = st.st_size;
+    off_t off = 0;
+    while (off < st.st_size) {
+      const ssize_t n = ::sendfile(fd_, src, &off, static_cast<size_t>(st.st_size - off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        ::close(src);
+        fail_errno("copying the inputs into a memfd", e);
+      }
+    }
+    ::close(src);
+    if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      fail_errno("sealing the inputs", errno);
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    if (fd_ >= 0) ::close(fd_);
+    remove_temp_dir(dir);
     throw;
   }
+  remove_temp_dir(dir);
 }
 
 WorkerInputs::~WorkerInputs() {
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string check_outputs(const TensorMap& outputs, const std::string& case_str, const std::string& candidate) {
+  const Case c = parse_case(case_str);
+  const OpSpec* op = find_op(c.op());
+  if (!op) return fmt::format("unknown op {}", c.op());
+  const Candidate* cand = find_candidate(candidate);
+  const std::map<std::string, std::vector<int64_t>> want = op->output_shapes(c);
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : want) {
+    auto it = outputs.find(name);
+    if (it == outputs.end()) {
+      problems.push_back(fmt::format("{}: missing", name));
+      continue;
+    }
+    const Tensor& t = it->second;
+    const DType dt = cand ? output_dtype(name, cand->info()) : t.dtype();
+    if (t.shape() != shape)
+      problems.push_back(fmt::format("{}: shape {}, expected {}", name, t.shape_str(), Tensor(DType::f32, shape).shape_str()));
+    else if (cand ? t.dtype() != dt : !info(t.dtype()).is_float)
+      problems.push_back(fmt::format("{}: dtype {}, expected {}", name, info(t.dtype()).st_name,
+                                     cand ? std::string(info(dt).st_name) : std::string("a float type")));
+  }
+  for (const auto& [name, t] : outputs)
+    if (!want.count(name)) problems.push_back(fmt::format("{}: not an output of {}", name, c.op()));
+  std::string msg;
+  for (const std::string& p : problems) msg += (msg.empty() ? "" : "; ") + p;
+  return msg;
 }
 
 WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerResult r;
-  std::error_code ec;
-  const int64_t bytes = req.inputs_path.empty() ? 2 * tensor_bytes(req.inputs)
-                                                : static_cast<int64_t>(fs::file_size(req.inputs_path, ec));
-  TempDir dir{make_temp_dir(req.temp_root, bytes), req.keep_temp};
+  std::optional<WorkerInputs> own_inputs;
+  if (!req.shared_inputs) own_inputs.emplace(req.inputs, req.case_str);
+  const WorkerInputs& inputs = req.shared_inputs ? *req.shared_inputs : *own_inputs;
+  TempDir dir{temp_dir_for(req.temp_root, inputs.bytes()), req.keep_temp};
   r.temp_dir = dir.path;
-  const std::string out_path = dir.path + "/out.safetensors", report_path = dir.path + "/report.json",
-                    log_path = dir.path + "/log.txt";
-  const std::string in_path = req.inputs_path.empty() ? dir.path + "/in.safetensors" : req.inputs_path;
-  if (req.inputs_path.empty()) write_safetensors(in_path, req.inputs, {{"case", req.case_str}});
+  const std::string out_path = dir.path + "/out.safetensors", report_path = dir.path + "/report.json";
 
   const WorkerLimits& lim = req.limits;
   const double cpu_limit = cpu_limit_of(lim);
   std::vector<std::string> argv = {req.exe.empty() ? self_exe() : req.exe,
                                    "worker",
                                    "--candidate", req.candidate,
-                                   "--in", in_path,
+                                   "--in-fd", "3",
                                    "--out", out_path,
                                    "--report", report_path,
                                    "--mem-limit", std::to_string(std::max<int64_t>(0, lim.memory_bytes)),
@@ -383,29 +376,42 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
                                    "--runs", std::to_string(req.runs)};
   argv.insert(argv.end(), req.extra_args.begin(), req.extra_args.end());
 
-  run_and_classify(argv, log_path, lim, cpu_limit, r);
-  if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path);
+  WorkerChannels ch;
+  ch.fds = {inputs.fd()};
+  run_and_classify(argv, dir.path, lim, cpu_limit, ch, r);
+  if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path, 2 * inputs.bytes() + (int64_t{1} << 20));
+  if (r.status == WorkerStatus::ok && r.checks.outputs.state != CheckState::violated) {
+    const std::string problem = check_outputs(r.outputs, req.case_str, req.candidate);
+    if (problem.empty()) {
+      r.checks.outputs.state = CheckState::ok;
+    } else {
+      r.checks.outputs = {CheckState::violated, problem};
+      r.outputs.clear();
+    }
+  }
   return r;
 }
 
 WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& lim,
-                             const std::vector<std::string>& extra_args, std::string* report) {
+                             const std::vector<std::string>& extra_args, std::string* report,
+                             const WorkerChannels& channels) {
   WorkerResult r;
-  TempDir dir{make_temp_dir(""), false};
+  TempDir dir{temp_dir_for("", 0), false};
   r.temp_dir = dir.path;
-  const std::string report_path = dir.path + "/report.json", log_path = dir.path + "/log.txt";
+  const std::string report_path = dir.path + "/report.json";
   const double cpu_limit = cpu_limit_of(lim);
   std::vector<std::string> argv = {self_exe()};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--report", report_path});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  run_and_classify(argv, log_path, lim, cpu_limit, r);
+  run_and_classify(argv, dir.path, lim, cpu_limit, channels, r);
   if (r.status == WorkerStatus::ok) {
-    std::ifstream f(report_path);
-    if (!f) {
+    std::string text;
+    if (const std::string bad = regular_file_problem(report_path, kMaxReportBytes); !bad.empty()) {
       r.status = WorkerStatus::bad_exit;
-      r.message = "exited 0 without a report";
+      r.message = "exited 0 without a readable report: " + bad;
     } else if (report) {
+      std::ifstream f(report_path);
       std::stringstream ss;
       ss << f.rdbuf();
       *report = ss.str();

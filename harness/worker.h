@@ -4,13 +4,22 @@
 // abort, hang, out-of-memory or exception in the candidate becomes a WorkerResult, never a crash
 // of the caller.
 //
-// How: the inputs go to a private temp dir (worker_temp_root: $TMPDIR, /dev/shm or /tmp;
-// "driftgate-worker-XXXXXX") as in.safetensors with the case string in __metadata__, or come from
-// a file written once for all the candidates of a case (WorkerInputs); the worker is started with posix_spawn
-// (never a fork of a threaded parent) in its own process group, stdin from /dev/null, stdout and
-// stderr into log.txt in the temp dir, no other descriptors; the parent polls it against the wall
-// limit and on timeout SIGKILLs the whole group. After the worker ends, any process it left in its
-// group is killed too. The temp dir is removed (unless keep_temp).
+// How: a case's inputs are written once, as .safetensors with the case string in __metadata__,
+// into a sealed memfd (WorkerInputs: memfd_create + F_SEAL_WRITE|SHRINK|GROW|SEAL; a request
+// without one gets its own). Every worker receives that descriptor as fd 3 (`--in-fd 3`, read
+// through /proc/self/fd/3): nobody, the candidate included, can change what any worker of the case
+// reads, so the order in which candidates run cannot matter. Each worker gets a private temp dir
+// (make_temp_dir under worker_temp_root: $TMPDIR, /dev/shm or /tmp; "driftgate-worker-XXXXXX") for
+// its outputs and report, and runs in the sandbox (harness/sandbox.h: its own PID and network
+// namespaces under an init of ours, Landlock confining its writes to that dir, stdout and stderr
+// into a pipe whose last 4 KiB are kept, the wall limit killing everything it started). The temp
+// dir is removed (unless keep_temp).
+//
+// The outputs read back are checked here, in the parent, before any metric: exactly the op's
+// output names (OpSpec::output_shapes), each with its shape and the candidate's declared dtype
+// (output_dtype), no extra tensor. A mismatch violates the rule `outputs` (INVALID, naming the
+// tensor and the problem) and the outputs are dropped: a forged out.safetensors never reaches the
+// metrics.
 //
 // Status, and how out-of-memory is told apart (RLIMIT_AS only makes allocations fail; the kernel
 // sends no signal for it):
@@ -39,7 +48,10 @@
 //   ok with every check passed                          -> none: the metrics decide
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +63,7 @@
 namespace dg {
 
 enum class Disposition : uint8_t;   // harness/verify.h
+class WorkerInputs;
 
 struct WorkerLimits {
   double wall_seconds = 600;                    // <= 0: no wall limit
@@ -66,9 +79,9 @@ struct WorkerRequest {
   WorkerLimits limits;
   int runs = 2;                     // check runs (>= 1; the nondeterministic rule needs 2)
   std::vector<std::string> extra_args;   // appended to the worker's command line (e.g. --plugin lib.so)
-  // Set: the inputs are already in this .safetensors file (WorkerInputs, written once for all the
-  // candidates of a case) and `inputs` is not used.
-  std::string inputs_path;
+  // Set: the inputs are already sealed in this (WorkerInputs, written once for all the candidates
+  // of a case; it must outlive the call) and `inputs` is not used.
+  const WorkerInputs* shared_inputs = nullptr;
   std::string temp_root;            // empty: worker_temp_root()
   bool keep_temp = false;           // keep the temp dir (debugging); its path is in the result
 };
@@ -85,9 +98,10 @@ struct CheckResult {
 };
 
 // The worker's rules (worker_main.h): one result each, in this order.
+// `outputs` is the parent's (see above); the others are the worker's.
 struct WorkerChecks {
-  CheckResult guard, input_mutation, alias, nondeterministic;
-  // (name, result) pairs in a fixed order: guard, input_mutation, alias, nondeterministic.
+  CheckResult guard, input_mutation, alias, nondeterministic, outputs;
+  // (name, result) pairs in a fixed order: guard, input_mutation, alias, nondeterministic, outputs.
   std::vector<std::pair<std::string_view, const CheckResult*>> all() const;
   std::vector<std::string_view> violated() const;   // names of the violated rules
 };
@@ -101,6 +115,8 @@ struct WorkerResult {
   std::string signal_description;   // strsignal: "Segmentation fault"
   bool memory_limit_hit = false;    // see crashed above
   std::string stderr_tail;          // the last ~4 KiB of the worker's stdout + stderr
+  int64_t output_dropped = 0;       // bytes of its stdout + stderr before that tail, not kept
+  std::string confinement;          // the sandbox that held (sandbox.h): "pid+net namespace, landlock abi 7"
   TensorMap outputs;                // run 1's outputs (status ok only)
   WorkerChecks checks;
   std::vector<double> run_seconds;  // the candidate's time per run
@@ -117,34 +133,46 @@ struct WorkerResult {
 std::string worker_temp_root(int64_t bytes);
 
 // Called first by a worker (`driftgate worker`, the timing worker): a detached thread that ends the
-// process (exit 137) once its parent is gone, checked twice a second. A worker runs in a process
-// group of its own, so a signal that kills driftgate (`timeout`, an agent's harness) does not reach
-// it; without this a hanging candidate would outlive the run.
+// process (exit 137) once its parent (the sandbox's init) is gone, checked twice a second: a second
+// line of defence where the sandbox is degraded (sandbox.h).
 void exit_with_parent();
 
-// A case's inputs written once for the workers of all its candidates (req.inputs_path), in their
-// own temp dir, removed with this object.
+// A case's inputs written once for the workers of all its candidates (req.shared_inputs): a sealed
+// memfd (see above), closed with this object. Throws std::runtime_error when it cannot be made.
 class WorkerInputs {
  public:
-  WorkerInputs(const TensorMap& inputs, const std::string& case_str, const std::string& temp_root = "");
+  WorkerInputs(const TensorMap& inputs, const std::string& case_str);
   ~WorkerInputs();
   WorkerInputs(const WorkerInputs&) = delete;
   WorkerInputs& operator=(const WorkerInputs&) = delete;
-  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }          // read-only, sealed
+  int64_t bytes() const { return bytes_; }
 
  private:
-  std::string dir_, path_;
+  int fd_ = -1;
+  int64_t bytes_ = 0;
 };
+
+// The problem with a worker's outputs against what the op and candidate declare (see above): ""
+// when they match. `cand` may be null (then the dtype must only be a float type).
+std::string check_outputs(const TensorMap& outputs, const std::string& case_str, const std::string& candidate);
 
 // Runs the candidate in a worker. Throws std::runtime_error only when the harness itself fails
 // (temp dir, writing the inputs, spawning); everything the candidate does is in the result.
 WorkerResult run_in_worker(const WorkerRequest& req);
 
-// Runs `driftgate ARGS... --report FILE EXTRA...` as a worker (own process group, limits, stderr
-// captured) for workers that return something other than tensors (timing samples): on status ok,
+// Extra channels of a worker started by run_worker_args: descriptors the worker process gets
+// as 3, 4, ... in order (the caller keeps and closes its own copies), and a call, from the
+// waiting thread, with the pid (as driftgate sees it) of the process that runs the candidate,
+// once it runs, so the caller can read its CPU clock (clock_getcpuclockid) while it waits.
+struct WorkerChannels { std::vector<int> fds; std::function<void(pid_t)> on_start; };
+
+// Runs `driftgate ARGS... --report FILE EXTRA...` as a worker (the same sandbox, limits, output
+// tail) for workers that return something other than tensors (timing samples): on status ok,
 // *report holds the report file's text.
 WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& limits,
-                             const std::vector<std::string>& extra_args, std::string* report);
+                             const std::vector<std::string>& extra_args, std::string* report,
+                             const WorkerChannels& channels = {});
 
 // The disposition a worker result forces, with its reason; std::nullopt when the worker ran cleanly
 // and every check passed (then the metrics decide).

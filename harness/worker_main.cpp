@@ -149,8 +149,11 @@ std::string compare_outputs(const Guarded& first, const Guarded& now) {
 
 }  // namespace
 
-int worker_main(const WorkerArgs& a) {
+int worker_main(const WorkerArgs& args) {
   exit_with_parent();
+  WorkerArgs a = args;
+  if (a.in_fd >= 0) a.in = fmt::format("/proc/self/fd/{}", a.in_fd);
+  if (a.in.empty()) throw InputError("worker: --in-fd or --in is required");
   if (a.runs < 1) throw InputError(fmt::format("worker: --runs must be >= 1, got {}", a.runs));
   const Candidate* cand = find_candidate(a.candidate);
   if (!cand) throw InputError(fmt::format("worker: unknown candidate '{}'", a.candidate));

@@ -3,8 +3,11 @@
 // The parent side (harness/worker.h) spawns it; nothing else should. It ends (exit 137) when its
 // parent is gone (exit_with_parent), so a killed driftgate leaves no candidate running.
 //
-//   driftgate worker --candidate NAME --in IN.safetensors --out OUT.safetensors --report REPORT.json
-//                    [--mem-limit BYTES] [--cpu-limit SECONDS] [--runs N]
+//   driftgate worker --candidate NAME (--in-fd FD | --in IN.safetensors) --out OUT.safetensors
+//                    --report REPORT.json [--mem-limit BYTES] [--cpu-limit SECONDS] [--runs N]
+//
+// The parent passes the inputs as a sealed memfd (--in-fd 3, read through /proc/self/fd/3; nobody
+// can change it); --in reads a file instead (by hand, for debugging).
 //
 // 1. Finds the candidate (unknown: InputError, exit 2, message on stderr), then limits itself:
 //    RLIMIT_AS = --mem-limit (address space, not resident memory; 0: none; never for backend cuda,
@@ -46,6 +49,7 @@ inline constexpr std::string_view kAllocationFailedMarker = "driftgate worker: a
 struct WorkerArgs {
   std::string candidate;
   std::string in, out, report;
+  int in_fd = -1;             // >= 0: read the inputs from this descriptor (overrides in)
   int64_t mem_limit = 0;      // bytes of address space; 0: no limit
   double cpu_limit = 0;       // seconds of CPU time; 0: no limit
   int runs = 2;               // >= 1; with 1 the nondeterministic rule is not run

@@ -1,0 +1,536 @@
+// The worker sandbox: namespaces, the init, Landlock, the output pipe, temp dirs and signals
+// (sandbox.h).
+#include "harness/sandbox.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace dg {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail_errno(const std::string& what, int err) {
+  throw std::runtime_error(fmt::format("sandbox: {}: {}", what, std::strerror(err)));
+}
+
+bool disabled(const char* what) {
+  const char* env = std::getenv("DRIFTGATE_SANDBOX_DISABLE");
+  return env && std::strstr(env, what) != nullptr;
+}
+
+// --- what the signal cleanup must undo ------------------------------------------------------------
+struct Live {
+  std::mutex mu;
+  std::set<pid_t> kill;                   // inits (and, degraded, workers: negative = a group)
+  std::map<std::string, int> dirs;        // temp dir -> its lock descriptor
+  std::set<std::string> files;
+};
+Live& live() {
+  static Live* l = new Live;   // never destroyed: the signal thread may use it during exit
+  return *l;
+}
+
+void track_kill(pid_t p, bool add) {
+  std::lock_guard<std::mutex> g(live().mu);
+  if (add)
+    live().kill.insert(p);
+  else
+    live().kill.erase(p);
+}
+
+// --- Landlock (raw syscalls; <linux/landlock.h> of older distributions lacks the newer fields) ---
+constexpr uint64_t kFsWriteFile = 1ULL << 1, kFsRemoveDir = 1ULL << 4, kFsRemoveFile = 1ULL << 5,
+                   kFsMakeChar = 1ULL << 6, kFsMakeDir = 1ULL << 7, kFsMakeReg = 1ULL << 8,
+                   kFsMakeSock = 1ULL << 9, kFsMakeFifo = 1ULL << 10, kFsMakeBlock = 1ULL << 11,
+                   kFsMakeSym = 1ULL << 12, kFsRefer = 1ULL << 13, kFsTruncate = 1ULL << 14;
+constexpr uint64_t kNetBindTcp = 1ULL << 0, kNetConnectTcp = 1ULL << 1;
+constexpr uint64_t kScopeAbstractUnix = 1ULL << 0, kScopeSignal = 1ULL << 1;
+constexpr uint32_t kCreateRulesetVersion = 1U << 0;
+constexpr int kRulePathBeneath = 1;
+
+struct RulesetAttr {
+  uint64_t handled_access_fs, handled_access_net, scoped;
+};
+struct __attribute__((packed)) PathBeneath {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+};
+
+bool add_path_rule(int ruleset, const std::string& path, uint64_t access) {
+  const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) return false;
+  PathBeneath pb{access, fd};
+  const long rc = ::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &pb, 0);
+  ::close(fd);
+  return rc == 0;
+}
+
+// A ruleset that allows writes beneath `dir` only (see sandbox.h); -1 (abi 0) when Landlock is
+// missing or refused.
+int make_ruleset(const std::string& dir, int* abi_out) {
+  *abi_out = 0;
+  const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, kCreateRulesetVersion);
+  if (abi < 1) return -1;
+  uint64_t write = kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar | kFsMakeDir | kFsMakeReg |
+                   kFsMakeSock | kFsMakeFifo | kFsMakeBlock | kFsMakeSym;
+  if (abi >= 2) write |= kFsRefer;
+  if (abi >= 3) write |= kFsTruncate;
+  const uint64_t file_write = kFsWriteFile | (abi >= 3 ? kFsTruncate : 0);
+  RulesetAttr attr{write, abi >= 4 ? kNetBindTcp | kNetConnectTcp : 0,
+                   abi >= 6 ? kScopeAbstractUnix | kScopeSignal : 0};
+  const size_t size = abi >= 6 ? 24 : abi >= 4 ? 16 : 8;
+  const long rs = ::syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+  if (rs < 0) return -1;
+  const int ruleset = static_cast<int>(rs);
+  bool ok = add_path_rule(ruleset, dir, write) && add_path_rule(ruleset, "/dev/null", file_write);
+  if (ok) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator("/dev", ec))
+      if (e.path().filename().string().rfind("nvidia", 0) == 0)
+        add_path_rule(ruleset, e.path().string(), e.is_directory(ec) ? write : file_write);
+  }
+  if (!ok) {
+    ::close(ruleset);
+    return -1;
+  }
+  *abi_out = static_cast<int>(abi);
+  return ruleset;
+}
+
+// --- the init's helpers ------------------------------------------------------------------------
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> v;
+  std::ifstream f(fmt::format("/proc/{0}/task/{0}/children", pid));
+  pid_t c = 0;
+  while (f >> c) v.push_back(c);
+  return v;
+}
+
+// Degraded containment: SIGKILL every child (orphans are reparented to us, a subreaper) until none
+// is left.
+void kill_all_descendants() {
+  for (;;) {
+    for (pid_t c : children_of(::getpid())) ::kill(c, SIGKILL);
+    if (::waitpid(-1, nullptr, 0) < 0 && errno == ECHILD) return;
+  }
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// The pid driftgate sees for the init's child whose pid inside the namespace is `inner`.
+pid_t outer_pid_of(pid_t init, pid_t inner, bool in_namespace) {
+  if (!in_namespace) return inner;
+  for (pid_t c : children_of(init)) {
+    std::ifstream f(fmt::format("/proc/{}/status", c));
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("NSpid:", 0) != 0) continue;
+      std::istringstream ss(line.substr(6));
+      pid_t p = 0, last = 0;
+      while (ss >> p) last = p;
+      if (last == inner) return c;
+    }
+  }
+  return 0;
+}
+
+// The tail buffer: the last kTailBytes of everything appended, and how much came before.
+struct Tail {
+  std::string buf;
+  int64_t dropped = 0;
+  void add(const char* p, size_t n) {
+    buf.append(p, n);
+    if (buf.size() > 2 * kTailBytes) {
+      const size_t cut = buf.size() - kTailBytes;
+      dropped += static_cast<int64_t>(cut);
+      buf.erase(0, cut);
+    }
+  }
+  std::string text() {
+    if (buf.size() > kTailBytes) {
+      dropped += static_cast<int64_t>(buf.size() - kTailBytes);
+      buf.erase(0, buf.size() - kTailBytes);
+    }
+    for (char& ch : buf) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (!(u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f))) ch = '?';
+    }
+    return buf;
+  }
+};
+
+// Reads what is there now; false at end of file.
+bool drain(int fd, const std::function<void(const char*, size_t)>& sink) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      sink(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+}  // namespace
+
+// --- the init ---------------------------------------------------------------------------------------
+// argv: EXE sandbox-init STATUS_FD DIR LANDLOCK(0|1) -- WORKER ARGV...
+int sandbox_init_main(int argc, char** argv) {
+  if (argc < 7 || std::strcmp(argv[5], "--") != 0) {
+    std::fputs("driftgate sandbox-init: started by driftgate only\n", stderr);
+    return 2;
+  }
+  const int status_fd = std::atoi(argv[2]);
+  const std::string dir = argv[3];
+  const bool landlock = argv[4][0] == '1';
+  const bool in_namespace = ::getpid() == 1;
+  if (!in_namespace) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  int abi = 0;
+  const int ruleset = landlock ? make_ruleset(dir, &abi) : -1;
+
+  const pid_t worker = ::fork();
+  if (worker < 0) {
+    write_all(status_fd, fmt::format("E fork: {}\n", std::strerror(errno)));
+    return 3;
+  }
+  if (worker == 0) {
+    ::close(status_fd);
+    if (ruleset >= 0) {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
+        std::fprintf(stderr, "driftgate sandbox-init: landlock_restrict_self: %s\n", std::strerror(errno));
+        ::_exit(126);
+      }
+      ::close(ruleset);
+    }
+    ::execv(argv[6], argv + 6);
+    std::fprintf(stderr, "driftgate sandbox-init: cannot run %s: %s\n", argv[6], std::strerror(errno));
+    ::_exit(127);
+  }
+  if (ruleset >= 0) ::close(ruleset);
+  write_all(status_fd, fmt::format("R {} {}\n", abi, worker));
+  int worker_status = 0;
+  for (;;) {
+    int st = 0;
+    const pid_t p = ::waitpid(-1, &st, 0);
+    if (p < 0 && errno == EINTR) continue;
+    if (p < 0) break;
+    if (p == worker) {
+      worker_status = st;
+      break;
+    }
+  }
+  // In the namespace, our exit kills everything left in it; degraded, we kill it ourselves.
+  if (!in_namespace) kill_all_descendants();
+  write_all(status_fd, fmt::format("X {}\n", worker_status));
+  return 0;
+}
+
+// --- the parent -------------------------------------------------------------------------------------
+SandboxResult run_sandboxed(const SandboxSpec& spec) {
+  // The init is the worker's own executable (driftgate: it knows the sandbox-init verb).
+  const std::string exe = spec.argv.at(0);
+  SandboxResult r;
+  const bool want_namespaces = !disabled("namespaces"), want_landlock = !disabled("landlock");
+
+  int outp[2], stp[2];
+  if (::pipe2(outp, O_CLOEXEC) != 0) fail_errno("pipe", errno);
+  if (::pipe2(stp, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(outp[0]);
+    ::close(outp[1]);
+    fail_errno("pipe", e);
+  }
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  // Everything the child needs is prepared here: between clone and execve it only makes
+  // async-signal-safe calls (the parent has threads).
+  const int n = static_cast<int>(spec.fds.size());
+  std::vector<int> src = {devnull, outp[1], outp[1]};
+  src.insert(src.end(), spec.fds.begin(), spec.fds.end());
+  src.push_back(stp[1]);
+  int base = 3 + n + 1;
+  for (int fd : src) base = std::max(base, fd + 1);
+  std::vector<std::string> args = {exe, "sandbox-init", std::to_string(3 + n), spec.dir,
+                                   want_landlock ? "1" : "0", "--"};
+  args.insert(args.end(), spec.argv.begin(), spec.argv.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env.emplace_back(*e);
+  env.push_back("TMPDIR=" + spec.dir);
+  std::vector<char*> argv_c, env_c;
+  for (std::string& a : args) argv_c.push_back(a.data());
+  argv_c.push_back(nullptr);
+  for (std::string& e : env) env_c.push_back(e.data());
+  env_c.push_back(nullptr);
+  std::vector<int> high(src.size());
+  const pid_t parent = ::getpid();
+
+  bool in_namespace = want_namespaces;
+  std::string degraded_why = want_namespaces ? "" : "disabled";
+  long pid = -1;
+  if (want_namespaces) {
+    pid = ::syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (pid < 0) {
+      degraded_why = std::strerror(errno);
+      in_namespace = false;
+    }
+  }
+  if (pid < 0) pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (!in_namespace && ::getppid() != parent) ::_exit(127);
+    for (size_t i = 0; i < src.size(); ++i) high[i] = ::fcntl(src[i], F_DUPFD, base);
+    for (size_t i = 0; i < src.size(); ++i) ::dup2(high[i], static_cast<int>(i));
+    ::syscall(SYS_close_range, static_cast<unsigned>(src.size()), ~0U, 0U);
+    ::execve(exe.c_str(), argv_c.data(), env_c.data());
+    ::_exit(127);
+  }
+  const int clone_errno = errno;
+  ::close(outp[1]);
+  ::close(stp[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    ::close(outp[0]);
+    ::close(stp[0]);
+    fail_errno("cannot start " + exe, clone_errno);
+  }
+  const pid_t init = static_cast<pid_t>(pid);
+  track_kill(init, true);
+  ::fcntl(outp[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(stp[0], F_SETFL, O_NONBLOCK);
+
+  Tail tail;
+  std::string status_text;
+  bool out_open = true, status_open = true, started = false, have_worker_status = false;
+  int abi = -1, worker_status = 0;
+  pid_t worker = 0;
+  auto read_status = [&] {
+    if (!status_open) return;
+    status_open = drain(stp[0], [&](const char* p, size_t k) { status_text.append(p, std::min(k, size_t{4096})); });
+    size_t nl;
+    while ((nl = status_text.find('\n')) != std::string::npos) {
+      const std::string line = status_text.substr(0, nl);
+      status_text.erase(0, nl + 1);
+      if (line.rfind("R ", 0) == 0 && !started) {
+        started = true;
+        int inner = 0;
+        std::sscanf(line.c_str() + 2, "%d %d", &abi, &inner);
+        worker = outer_pid_of(init, inner, in_namespace);
+        if (worker > 0 && !in_namespace) {
+          track_kill(worker, true);
+          track_kill(-worker, true);
+        }
+        if (worker > 0 && spec.on_start) spec.on_start(worker);
+      } else if (line.rfind("X ", 0) == 0) {
+        have_worker_status = true;
+        worker_status = std::atoi(line.c_str() + 2);
+      }
+    }
+  };
+
+  const auto t0 = std::chrono::steady_clock::now();
+  double kill_init_at = -1;   // degraded: when the init itself is killed if it has not ended
+  for (;;) {
+    pollfd pfd[2] = {{out_open ? outp[0] : -1, POLLIN, 0}, {status_open ? stp[0] : -1, POLLIN, 0}};
+    ::poll(pfd, 2, 20);
+    if (out_open) out_open = drain(outp[0], [&](const char* p, size_t k) { tail.add(p, k); });
+    read_status();
+    siginfo_t si{};
+    if (::waitid(P_PID, static_cast<id_t>(init), &si, WEXITED | WNOHANG | WNOWAIT) != 0 && errno != EINTR)
+      fail_errno("waitid", errno);
+    if (si.si_pid == init) break;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.killed_for_wall && spec.wall_seconds > 0 && elapsed > spec.wall_seconds) {
+      r.killed_for_wall = true;
+      if (in_namespace) {
+        ::kill(init, SIGKILL);   // and with it, the whole namespace
+      } else {
+        if (worker > 0) {
+          ::kill(worker, SIGKILL);
+          ::kill(-worker, SIGKILL);
+        }
+        kill_init_at = elapsed + 5;
+      }
+    }
+    if (have_worker_status && kill_init_at < 0) kill_init_at = elapsed + 5;
+    if (kill_init_at >= 0 && elapsed > kill_init_at) ::kill(init, SIGKILL);
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int init_status = 0;
+  while (::wait4(init, &init_status, 0, &r.usage) < 0)
+    if (errno != EINTR) fail_errno("wait4", errno);
+  track_kill(init, false);
+  if (worker > 0 && !in_namespace) {
+    track_kill(worker, false);
+    track_kill(-worker, false);
+  }
+  // Whatever is left in the pipes now (degraded, a stray process could hold them open: no waiting).
+  if (out_open) drain(outp[0], [&](const char* p, size_t k) { tail.add(p, k); });
+  read_status();
+  ::close(outp[0]);
+  ::close(stp[0]);
+
+  if (have_worker_status && !r.killed_for_wall)
+    r.wait_status = worker_status;
+  else if (r.killed_for_wall)
+    r.wait_status = SIGKILL;   // "killed by SIGKILL", as the wall limit did
+  else
+    r.wait_status = init_status;   // the init itself failed (it could not start the worker)
+  r.output_tail = tail.text();
+  r.output_dropped = tail.dropped;
+  r.confinement = in_namespace ? "pid+net namespace" : fmt::format("subreaper (no namespaces: {})", degraded_why);
+  if (!want_landlock)
+    r.confinement += ", no landlock (disabled)";
+  else if (abi > 0)
+    r.confinement += fmt::format(", landlock abi {}", abi);
+  else if (abi == 0)
+    r.confinement += ", no landlock (unavailable: writes not confined)";
+  return r;
+}
+
+// --- temp dirs ----------------------------------------------------------------------------------------
+std::string make_temp_dir(const std::string& root) {
+  std::string tmpl = root + "/driftgate-worker-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) fail_errno("mkdtemp " + tmpl, errno);
+  const int fd = ::open((tmpl + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    std::error_code ec;
+    fs::remove_all(tmpl, ec);
+    fail_errno("lock " + tmpl, e);
+  }
+  std::lock_guard<std::mutex> g(live().mu);
+  live().dirs[tmpl] = fd;
+  return tmpl;
+}
+
+void remove_temp_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  std::lock_guard<std::mutex> g(live().mu);
+  auto it = live().dirs.find(dir);
+  if (it != live().dirs.end()) {
+    ::close(it->second);
+    live().dirs.erase(it);
+  }
+}
+
+void register_temp_file(const std::string& path) {
+  std::lock_guard<std::mutex> g(live().mu);
+  live().files.insert(path);
+}
+
+void unregister_temp_file(const std::string& path) {
+  std::lock_guard<std::mutex> g(live().mu);
+  live().files.erase(path);
+}
+
+int sweep_stale_temp_dirs(const std::string& extra_root) {
+  std::set<std::string> roots = {"/dev/shm", "/tmp"};
+  if (const char* t = std::getenv("TMPDIR"); t && *t) roots.insert(t);
+  if (!extra_root.empty()) roots.insert(extra_root);
+  int removed = 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("driftgate-worker-", 0) != 0 && name.rfind("driftgate-exec-", 0) != 0) continue;
+      std::error_code ec2;
+      if (!e.is_directory(ec2) || e.is_symlink(ec2)) continue;
+      {
+        std::lock_guard<std::mutex> g(live().mu);
+        if (live().dirs.count(e.path().string())) continue;
+      }
+      bool stale = false;
+      const int fd = ::open((e.path() / ".lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd >= 0) {
+        stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0;   // its driftgate is gone
+      } else {
+        const auto mtime = fs::last_write_time(e.path(), ec2);
+        stale = !ec2 && now - mtime > std::chrono::minutes(10);   // lockless: an older driftgate's
+      }
+      if (stale && fs::remove_all(e.path(), ec2) > 0 && !ec2) ++removed;
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  return removed;
+}
+
+// --- signals ------------------------------------------------------------------------------------------
+void install_signal_cleanup() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (::sigwait(&set, &sig) != 0) {
+    }
+    {
+      std::lock_guard<std::mutex> g(live().mu);
+      for (pid_t p : live().kill) ::kill(p, SIGKILL);
+      std::error_code ec;
+      for (const auto& [dir, fd] : live().dirs) fs::remove_all(dir, ec);
+      for (const std::string& f : live().files) ::unlink(f.c_str());
+    }
+    ::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    ::raise(sig);
+    ::_exit(128 + sig);
+  }).detach();
+}
+
+}  // namespace dg

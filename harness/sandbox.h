@@ -1,0 +1,104 @@
+// The sandbox every worker runs in: what a candidate cannot leave, cannot write and cannot keep
+// running, whatever it does. The parent side of isolation (harness/worker.h) starts every worker
+// through run_sandboxed; nothing else should start candidate code.
+//
+// Containment (nothing a candidate starts outlives its row):
+//   driftgate clones a small init of its own (`driftgate sandbox-init`, a hidden verb handled before
+//   anything else in main) into a new PID namespace and a new network namespace. The init is PID 1
+//   there; it forks the real worker (never PID 1 itself: PID 1 ignores the signals it sends itself,
+//   so abort() would not end it), reaps every process that ends in the namespace, reports the
+//   worker's exact wait status to driftgate on a pipe only the init holds, and exits when the worker
+//   ends: the kernel then kills every process left in the namespace, whatever it did with process
+//   groups and sessions, and driftgate's wait returns only once they are all gone. The wall limit
+//   SIGKILLs the init, which takes the whole namespace with it. The init has PR_SET_PDEATHSIG
+//   SIGKILL, so a driftgate killed by SIGKILL takes every worker and everything they started too.
+//   Degraded ("subreaper"; where clone(CLONE_NEWPID|CLONE_NEWNET) is refused: not root and no user
+//   namespaces, some containers): the init is a plain child with PR_SET_CHILD_SUBREAPER; when the
+//   worker ends it SIGKILLs every process that was reparented to it until none is left; the wall
+//   limit SIGKILLs the worker, its group and (5 s later, if the init has not finished) the init.
+//   There, a driftgate killed by SIGKILL leaves the init's descendants to the system.
+//
+// Confinement (no writes outside the worker's own directory, no network):
+//   Landlock (raw syscalls, ABI 1 and up, applied by the init to the worker before it runs:
+//   PR_SET_NO_NEW_PRIVS + landlock_restrict_self, inherited by everything the worker starts):
+//   creating, writing, truncating, renaming and removing files is allowed beneath the worker's
+//   directory and nowhere else, except writing /dev/null and the GPU's /dev/nvidia* nodes (a
+//   plugin or an exec program may drive the GPU whatever its backend says; the nodes hold no file);
+//   reading is not restricted. ABI >= 4 also forbids TCP bind/connect; ABI >= 6 forbids signalling
+//   processes outside the sandbox (driftgate, the init) and abstract unix sockets. The network
+//   namespace has only a loopback that is down. TMPDIR is the worker's directory. Where Landlock is
+//   missing, writes are not confined and the confinement string says so.
+//
+// Output: the worker's stdout and stderr are one pipe the parent drains while it waits; only the
+// last kTailBytes are kept, with the count of bytes dropped (a candidate that writes gigabytes costs
+// no disk and no memory).
+//
+// What held is one string, as on the row (Record::confinement): "pid+net namespace, landlock abi 7",
+// "subreaper, no landlock", ... Tests force the degraded modes with DRIFTGATE_SANDBOX_DISABLE, a
+// comma list of "namespaces" and "landlock".
+//
+// Temp dirs and signals: every worker directory ("driftgate-worker-XXXXXX") holds a lock file
+// (flock, held by the driftgate that made it). sweep_stale_temp_dirs() (called at every start)
+// removes the driftgate dirs under the temp roots whose lock it can take: their driftgate is dead
+// (lockless dirs only when older than 10 minutes, which covers dirs of older driftgates and never
+// one being created). install_signal_cleanup() makes SIGINT, SIGTERM and SIGHUP kill every live
+// init (hence every worker), remove the live temp dirs and registered temp files (half-written
+// results), then end driftgate with that signal; results already renamed into place stay valid.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dg {
+
+inline constexpr size_t kTailBytes = 4096;
+
+struct SandboxSpec {
+  std::vector<std::string> argv;   // the worker's command line; argv[0] an absolute path to driftgate
+                                   // (it also runs the init)
+  std::string dir;                 // the worker's own directory: its only writable place, and TMPDIR
+  std::vector<int> fds;            // become descriptors 3, 4, ... in the worker (the caller keeps its own)
+  double wall_seconds = 0;         // > 0: SIGKILL the whole sandbox after this long
+  std::function<void(pid_t)> on_start;   // called from the waiting thread with the worker's pid (as
+                                         // driftgate sees it) once the worker runs
+};
+
+struct SandboxResult {
+  int wait_status = 0;             // the worker's own wait status (SIGKILL when the wall limit hit)
+  bool killed_for_wall = false;
+  rusage usage{};                  // the worker and everything it waited for
+  double wall_seconds = 0;
+  std::string output_tail;         // the last kTailBytes of its stdout + stderr, unprintable bytes as '?'
+  int64_t output_dropped = 0;      // bytes of output before the tail, not kept
+  std::string confinement;         // what held, e.g. "pid+net namespace, landlock abi 7"
+};
+
+// Starts spec.argv in the sandbox and waits for it. Throws std::runtime_error only when the
+// sandbox itself cannot be set up (pipes, clone); everything the worker does is in the result.
+SandboxResult run_sandboxed(const SandboxSpec& spec);
+
+// `driftgate sandbox-init ...`: the init's side (argv as main got it). Returns the exit code.
+int sandbox_init_main(int argc, char** argv);
+
+// A fresh "driftgate-worker-XXXXXX" under `root`, locked for as long as this process lives or
+// until remove_temp_dir; registered for the signal cleanup.
+std::string make_temp_dir(const std::string& root);
+void remove_temp_dir(const std::string& dir);   // removes it, releases its lock, unregisters it
+
+// Paths (half-written temp files) the signal cleanup removes while they are registered.
+void register_temp_file(const std::string& path);
+void unregister_temp_file(const std::string& path);
+
+// Removes the driftgate temp dirs left by dead runs under the temp roots ($TMPDIR, /dev/shm, /tmp,
+// and `extra_root` when given); returns how many it removed. Never a live run's dir.
+int sweep_stale_temp_dirs(const std::string& extra_root = "");
+
+// For driftgate's main, before it starts any thread (see above).
+void install_signal_cleanup();
+
+}  // namespace dg
