@@ -3,6 +3,7 @@
 #include "harness/exec_candidate.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +45,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// A fresh directory under $TMPDIR, removed with everything in it when the run ends.
+// A fresh directory under $TMPDIR (in a worker: the worker's own directory, the only place it may
+// write), removed with everything in it when the run ends.
 class TempDir {
  public:
   TempDir() {
@@ -65,38 +67,105 @@ class TempDir {
   fs::path path_;
 };
 
-// The last lines of a file, at most about `max_chars` characters.
-std::string tail_of(const fs::path& path, size_t max_chars = 2000) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = trim(ss.str());
-  if (s.size() > max_chars) {
-    s = s.substr(s.size() - max_chars);
-    size_t nl = s.find('\n');
-    if (nl != std::string::npos) s = s.substr(nl + 1);
-    s = "..." + s;
+// The end of a program's stdout or stderr: at most kKeep bytes are kept, however much it writes
+// (a candidate that floods its output costs neither disk nor memory).
+struct OutputTail {
+  static constexpr size_t kKeep = 4096;
+  std::string buf;
+  int64_t dropped = 0;
+  void add(const char* p, size_t n) {
+    buf.append(p, n);
+    if (buf.size() > 2 * kKeep) {
+      dropped += static_cast<int64_t>(buf.size() - kKeep);
+      buf.erase(0, buf.size() - kKeep);
+    }
   }
-  return s;
+  // The last lines, at most about `max_chars` characters, with what was dropped before them.
+  std::string text(size_t max_chars = 2000) const {
+    std::string s = trim(buf);
+    bool cut = dropped > 0;
+    if (s.size() > max_chars) {
+      s = s.substr(s.size() - max_chars);
+      size_t nl = s.find('\n');
+      if (nl != std::string::npos) s = s.substr(nl + 1);
+      cut = true;
+    }
+    for (char& ch : s) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (!(u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f))) ch = '?';
+    }
+    return cut && !s.empty() ? "..." + s : s;
+  }
+};
+
+// Reads what is there now from a non-blocking pipe; false at end of file.
+bool drain_into(int fd, OutputTail& t) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      t.add(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
 }
 
-// Runs `cmd` with /bin/sh -c, stdin from /dev/null, stdout and stderr into files; returns the
-// wait status.
-int run_shell(const std::string& cmd, const fs::path& out_log, const fs::path& err_log) {
+// Runs `cmd` with /bin/sh -c, stdin from /dev/null, stdout and stderr into pipes this process
+// drains (keeping their tails), no other descriptor; returns the wait status. Processes it leaves
+// behind die with the worker's sandbox (harness/sandbox.h).
+int run_shell(const std::string& cmd, OutputTail& out, OutputTail& err) {
+  int po[2], pe[2];
+  if (::pipe2(po, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("exec: pipe: {}", std::strerror(errno)));
+  if (::pipe2(pe, O_CLOEXEC) != 0) {
+    ::close(po[0]);
+    ::close(po[1]);
+    throw std::runtime_error(fmt::format("exec: pipe: {}", std::strerror(errno)));
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);   // not the worker's inputs or report
+#endif
   std::string sh = "sh", dash_c = "-c", command = cmd;
   char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
   pid_t pid = 0;
   int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error(fmt::format("exec: cannot start /bin/sh: {}", std::strerror(rc)));
+  ::close(po[1]);
+  ::close(pe[1]);
+  if (rc != 0) {
+    ::close(po[0]);
+    ::close(pe[0]);
+    throw std::runtime_error(fmt::format("exec: cannot start /bin/sh: {}", std::strerror(rc)));
+  }
+  ::fcntl(po[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(pe[0], F_SETFL, O_NONBLOCK);
+  bool o_open = true, e_open = true;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw std::runtime_error(fmt::format("exec: waitpid failed: {}", std::strerror(errno)));
+  for (;;) {
+    pollfd pfd[2] = {{o_open ? po[0] : -1, POLLIN, 0}, {e_open ? pe[0] : -1, POLLIN, 0}};
+    ::poll(pfd, 2, 50);
+    if (o_open) o_open = drain_into(po[0], out);
+    if (e_open) e_open = drain_into(pe[0], err);
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) {
+      ::close(po[0]);
+      ::close(pe[0]);
+      throw std::runtime_error(fmt::format("exec: waitpid failed: {}", std::strerror(errno)));
+    }
+  }
+  // What is left now; a process it left behind may hold the pipes open, so no waiting for the end.
+  if (o_open) drain_into(po[0], out);
+  if (e_open) drain_into(pe[0], err);
+  ::close(po[0]);
+  ::close(pe[0]);
   return status;
 }
 
@@ -136,14 +205,14 @@ void run_exec(const std::string& name, const std::string& cmd, const Case& c, co
 
   std::string command = replace_all(replace_all(cmd, "{in}", shell_quote(in_path.string())), "{out}",
                                     shell_quote(out_path.string()));
-  const fs::path out_log = dir.path() / "stdout.txt", err_log = dir.path() / "stderr.txt";
-  int status = run_shell(command, out_log, err_log);
+  OutputTail out_tail, err_tail;
+  int status = run_shell(command, out_tail, err_tail);
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     std::string how = WIFEXITED(status)
                           ? fmt::format("exited with code {}", WEXITSTATUS(status))
                           : fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    std::string tail = tail_of(err_log);
-    if (tail.empty()) tail = tail_of(out_log);
+    std::string tail = err_tail.text();
+    if (tail.empty()) tail = out_tail.text();
     throw std::runtime_error(fmt::format("{}: command {}{}", name, how, tail.empty() ? "" : ": " + tail));
   }
   read_exec_outputs(out_path.string(), name, out);

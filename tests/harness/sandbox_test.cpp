@@ -1,0 +1,464 @@
+// The sandbox (harness/sandbox.h) against candidates that attack the harness around them: each
+// attack as a built-in cheat (candidates/cheats/kda_sandbox_escapes.cpp), a plugin
+// (tests/attacks/attack_plugin.c) and an exec program (tests/attacks/attack_exec.py). Every test
+// checks the effect (the target unchanged, no process left, the honest rows after it unharmed),
+// not only the verdict.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/sandbox.h"
+#include "harness/verify.h"
+#include "harness/worker.h"
+#include "tests/run_driftgate.h"
+
+extern char** environ;
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+const char* const kCase = "kda(T=16,H=1,K=8,V=8,regime=long_memory,dtype=f32,seed=0)";
+const std::string kPlugin = DG_ATTACK_PLUGIN;
+const std::string kScript = std::string(DG_SOURCE_DIR) + "/tests/attacks/attack_exec.py";
+
+std::string python_with_numpy() {
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+  return "";
+}
+#define REQUIRE_NUMPY(py)              \
+  const std::string py = python_with_numpy(); \
+  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)"
+
+std::string exec_spec(const std::string& py, const std::string& name, const std::string& mode) {
+  return name + "=" + py + " " + kScript + " " + mode + " {in} {out}";
+}
+
+WorkerRequest request(const std::string& candidate, std::vector<std::string> extra = {}) {
+  WorkerRequest r;
+  r.exe = DRIFTGATE_EXE;
+  r.candidate = candidate;
+  r.case_str = kCase;
+  r.inputs = generate_inputs(parse_case(kCase));
+  r.limits.wall_seconds = 60;
+  r.extra_args = std::move(extra);
+  return r;
+}
+
+std::string describe(const WorkerResult& r) {
+  std::string s = std::string(worker_status_name(r.status)) + ": " + r.message + "\n";
+  for (const auto& [name, c] : r.checks.all())
+    s += std::string(name) + " " + std::string(check_state_name(c->state)) + " " + c->detail + "\n";
+  return s + "confinement: " + r.confinement + "\nstderr: " + r.stderr_tail;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Processes (other than this test) whose comm is dg_escapee or whose environment holds
+// DG_ATTACK_MARKER=marker.
+std::vector<pid_t> survivors(const std::string& marker) {
+  std::vector<pid_t> v;
+  const std::string needle = "DG_ATTACK_MARKER=" + marker;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == ::getpid()) continue;
+    std::string comm = slurp(e.path().string() + "/comm");
+    std::string env = slurp(e.path().string() + "/environ");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (comm == "dg_escapee\n" || (!marker.empty() && (env + "\n").find(needle + "\n") != std::string::npos))
+      v.push_back(pid);
+  }
+  return v;
+}
+
+// Waits up to `seconds` for no survivor (a SIGKILLed namespace takes a moment to go).
+bool none_survive(const std::string& marker, double seconds = 5) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!survivors(marker).empty()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// A unique marker, set in this process's environment (so workers inherit it) for one test.
+struct Marker {
+  std::string value;
+  explicit Marker(const std::string& name) : value(name + "-" + std::to_string(::getpid())) {
+    ::setenv("DG_ATTACK_MARKER", value.c_str(), 1);
+  }
+  ~Marker() {
+    for (pid_t p : survivors(value)) ::kill(p, SIGKILL);   // never leave one behind, pass or fail
+    ::unsetenv("DG_ATTACK_MARKER");
+  }
+};
+
+struct EnvVar {
+  std::string name;
+  EnvVar(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
+  ~EnvVar() { ::unsetenv(name.c_str()); }
+};
+
+// --- 1. inputs nobody can change ------------------------------------------------------------------
+
+TEST(SealedInputs, NeitherThisProcessNorAWorkerCanWriteThem) {
+  WorkerInputs in(generate_inputs(parse_case(kCase)), kCase);
+  EXPECT_EQ(::fcntl(in.fd(), F_GET_SEALS) & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  const int fd = ::open(("/proc/self/fd/" + std::to_string(in.fd())).c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_LT(::pwrite(fd, "x", 1, 100), 0);
+  EXPECT_NE(::ftruncate(fd, 10), 0);
+  ::close(fd);
+}
+
+// A cheat that rewrites its inputs, run first; the honest candidates after it on the same inputs
+// must get their usual answer (on b18d484 they turned INCORRECT).
+TEST(SealedInputs, ACheatRunFirstCannotChangeWhatTheOthersRead) {
+  const std::string json = ::testing::TempDir() + "/dg_sandbox_order.json";
+  testing::CliResult r = testing::run_driftgate(
+      "verify --candidate kda_cheat_rewrite_inputs,kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 --json " + json +
+      " --case '" + kCase + "'");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j.at("records").size(), 3u);
+  for (const auto& rec : j.at("records")) {
+    EXPECT_EQ(rec.at("disposition"), "PASSED") << rec.dump();
+    EXPECT_THAT(rec.at("confinement").get<std::string>(), HasSubstr("namespace"));
+  }
+  std::filesystem::remove(json);
+}
+
+TEST(SealedInputs, TheRewriteAttemptFails) {
+  WorkerResult r = run_in_worker(request("kda_cheat_rewrite_inputs"));
+  ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_THAT(r.stderr_tail, HasSubstr("kda_cheat_rewrite_inputs: /proc/self/fd/3: "));
+  EXPECT_THAT(r.stderr_tail, Not(HasSubstr("WRITTEN"))) << describe(r);
+}
+
+TEST(SealedInputs, PluginAndExecRewritersRunFirstHarmNobody) {
+  const std::string plugin_run = "verify --plugin " + kPlugin +
+                                 " --candidate kda_plugin_rewrite_f32,kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 "
+                                 "--case '" + kCase + "'";
+  testing::CliResult p = testing::run_driftgate(plugin_run);
+  EXPECT_THAT(p.out, HasSubstr("kda_cpu_chunk_f32")) << p.err;
+  EXPECT_EQ(p.out.find("INCORRECT", p.out.find("kda_cpu_recurrent_f32")), std::string::npos) << p.out;
+  REQUIRE_NUMPY(py);
+  testing::CliResult e = testing::run_driftgate(
+      "verify --exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") +
+      "' --candidate kda_exec_rewrite_f32,kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 --case '" + kCase + "'");
+  EXPECT_EQ(e.rc, 0) << e.out << e.err;   // the rewriter keeps 11 bits: verify's f32 floor is 12... or passes
+}
+
+TEST(SealedInputs, TheGateRejectsAWorsePatchThatRewritesTheInputs) {
+  testing::CliResult r = testing::run_driftgate("gate --base kda_cpu_recurrent_f32 --patch kda_cheat_rewrite_inputs --no-time --case '" +
+                                                std::string(kCase) + "'");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("REJECT"));
+  REQUIRE_NUMPY(py);
+  testing::CliResult e = testing::run_driftgate("gate --exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") +
+                                                "' --base kda_cpu_recurrent_f32 --patch kda_exec_rewrite_f32 --no-time --case '" +
+                                                kCase + "'");
+  EXPECT_EQ(e.rc, 1) << e.out << e.err;
+  EXPECT_THAT(e.out, HasSubstr("REJECT"));
+}
+
+// --- forged outputs ---------------------------------------------------------------------------------
+
+TEST(OutputCheck, AForgedOutputsFileIsAnInvalidRowNamingEachTensor) {
+  WorkerResult r = run_in_worker(request("kda_cheat_forged_outputs"));
+  ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_EQ(r.checks.outputs.state, CheckState::violated);
+  EXPECT_THAT(r.checks.outputs.detail, HasSubstr("o: shape [1], expected [1,16,1,8]"));
+  EXPECT_THAT(r.checks.outputs.detail, HasSubstr("extra: not an output of kda"));
+  EXPECT_TRUE(r.outputs.empty());
+  std::string why;
+  EXPECT_EQ(worker_disposition(r, &why), Disposition::INVALID);
+  EXPECT_THAT(why, HasSubstr("rule outputs: "));
+
+  WorkerResult p = run_in_worker(request("kda_plugin_forge_f32", {"--plugin", kPlugin}));
+  ASSERT_EQ(p.status, WorkerStatus::ok) << describe(p);
+  EXPECT_THAT(p.checks.outputs.detail, HasSubstr("ht: shape [1]")) << describe(p);
+}
+
+TEST(OutputCheck, NamesShapesAndDtypesAgainstTheOpAndCandidate) {
+  const Case c = parse_case(kCase);
+  TensorMap good = run_candidate(*find_candidate("kda_cpu_recurrent_f32"), c, generate_inputs(c));
+  EXPECT_EQ(check_outputs(good, kCase, "kda_cpu_recurrent_f32"), "");
+  TensorMap wrong_dtype = good;
+  wrong_dtype["o"] = Tensor(DType::i32, good.at("o").shape());
+  EXPECT_THAT(check_outputs(wrong_dtype, kCase, "kda_cpu_recurrent_f32"), HasSubstr("o: dtype I32, expected F32"));
+  TensorMap missing = good;
+  missing.erase("ht");
+  EXPECT_THAT(check_outputs(missing, kCase, "kda_cpu_recurrent_f32"), HasSubstr("ht: missing"));
+  EXPECT_THAT(check_outputs(wrong_dtype, kCase, "kda_not_registered"), HasSubstr("expected a float type"));
+}
+
+TEST(OutputCheck, ForgedOutputsNeverEndTheSweep) {
+  // On b18d484: "compare: reference has 256 elements, candidate 1", exit 3.
+  testing::CliResult r = testing::run_driftgate("verify --plugin " + kPlugin +
+                                                " --candidate kda_plugin_forge_f32,kda_cheat_forged_outputs,kda_cpu_recurrent_f32 "
+                                                "--case '" + kCase + "'");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("INVALID"));
+  EXPECT_THAT(r.out, HasSubstr("3 rows"));
+  REQUIRE_NUMPY(py);
+  testing::CliResult e = testing::run_driftgate("verify --exec '" + exec_spec(py, "kda_exec_forge_f32", "forge") +
+                                                "' --candidate kda_exec_forge_f32,kda_cpu_recurrent_f32 --case '" + kCase + "'");
+  EXPECT_NE(e.rc, 3) << e.out << e.err;
+  EXPECT_THAT(e.out, HasSubstr("2 rows")) << e.err;
+}
+
+// --- 2. containment -------------------------------------------------------------------------------
+
+TEST(Containment, ASetsidGrandchildDiesWithItsRow) {
+  Marker m("daemon");
+  WorkerResult r = run_in_worker(request("kda_cheat_setsid_daemon"));
+  EXPECT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_TRUE(none_survive(m.value));
+  WorkerResult e = run_in_worker(request("kda_cheat_escape_group"));
+  EXPECT_EQ(e.status, WorkerStatus::ok) << describe(e);
+  EXPECT_TRUE(none_survive(m.value));
+  WorkerResult p = run_in_worker(request("kda_plugin_daemon_f32", {"--plugin", kPlugin}));
+  EXPECT_EQ(p.status, WorkerStatus::ok) << describe(p);
+  EXPECT_TRUE(none_survive(m.value));
+  REQUIRE_NUMPY(py);
+  WorkerResult x = run_in_worker(
+      request("kda_exec_daemon_f32", {"--exec", exec_spec(py, "kda_exec_daemon_f32", "daemon")}));
+  EXPECT_EQ(x.status, WorkerStatus::ok) << describe(x);
+  EXPECT_TRUE(none_survive(m.value));
+}
+
+// The wall limit holds whatever the candidate does with its process group (on b18d484 driftgate
+// waited forever), in the namespace and in the degraded subreaper mode.
+void expect_group_escape_killed(const std::string& marker) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--plugin", kPlugin}, std::vector<std::string>{}}) {
+    WorkerRequest req = request(extra.empty() ? "kda_exec_hang_f32" : "kda_plugin_hang_f32", extra);
+    if (extra.empty()) {
+      const std::string py = python_with_numpy();
+      if (py.empty()) continue;
+      req.extra_args = {"--exec", exec_spec(py, "kda_exec_hang_f32", "hang")};
+    }
+    req.limits.wall_seconds = 3;
+    WorkerResult r = run_in_worker(req);
+    EXPECT_EQ(r.status, WorkerStatus::timed_out) << describe(r);
+    EXPECT_LT(r.wall_seconds, 15) << describe(r);
+    EXPECT_TRUE(none_survive(marker)) << req.candidate;
+  }
+}
+
+TEST(Containment, TheWallLimitKillsAGroupEscapeAndItsGrandchildren) {
+  Marker m("hang");
+  expect_group_escape_killed(m.value);
+}
+
+TEST(Containment, DegradedToASubreaperTheWallLimitStillHolds) {
+  Marker m("hang-degraded");
+  EnvVar off("DRIFTGATE_SANDBOX_DISABLE", "namespaces");
+  WorkerResult r = run_in_worker(request("kda_cpu_recurrent_f32"));
+  EXPECT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_THAT(r.confinement, HasSubstr("subreaper (no namespaces: disabled)"));
+  expect_group_escape_killed(m.value);
+  WorkerResult d = run_in_worker(request("kda_cheat_setsid_daemon"));
+  EXPECT_EQ(d.status, WorkerStatus::ok) << describe(d);
+  EXPECT_TRUE(none_survive(m.value));
+}
+
+// --- confinement -----------------------------------------------------------------------------------
+
+TEST(Confinement, WritesOutsideTheWorkerDirFailAndTheTargetIsUnchanged) {
+  const std::string target = ::testing::TempDir() + "/dg_sandbox_results.json";
+  { std::ofstream(target) << "{\"records\": []}\n"; }
+  EnvVar t("DG_CANARY_TARGET", target);
+  WorkerResult r = run_in_worker(request("kda_cheat_write_outside"));
+  ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_THAT(r.confinement, HasSubstr("landlock abi"));
+  EXPECT_THAT(r.stderr_tail, HasSubstr(target + ": ")) << describe(r);
+  EXPECT_THAT(r.stderr_tail, Not(HasSubstr("WRITTEN"))) << describe(r);
+  WorkerResult p = run_in_worker(request("kda_plugin_outside_f32", {"--plugin", kPlugin}));
+  EXPECT_THAT(p.stderr_tail, HasSubstr("attack: " + target + ": Permission denied")) << describe(p);
+  const std::string py = python_with_numpy();
+  if (!py.empty()) {
+    WorkerResult x = run_in_worker(
+        request("kda_exec_outside_f32", {"--exec", exec_spec(py, "kda_exec_outside_f32", "outside")}));
+    EXPECT_THAT(x.message, HasSubstr("attack: " + target + ": Permission denied")) << describe(x);
+    EXPECT_THAT(x.message, Not(HasSubstr("WRITTEN"))) << describe(x);
+  }
+  EXPECT_EQ(slurp(target), "{\"records\": []}\n");
+}
+
+TEST(Confinement, WithoutLandlockTheSameCanaryWrites) {
+  // The canary itself works: the test above could fail.
+  const std::string target = ::testing::TempDir() + "/dg_sandbox_unconfined.txt";
+  fs::remove(target);
+  EnvVar t("DG_CANARY_TARGET", target);
+  EnvVar off("DRIFTGATE_SANDBOX_DISABLE", "landlock");
+  WorkerResult p = run_in_worker(request("kda_plugin_outside_f32", {"--plugin", kPlugin}));
+  EXPECT_THAT(p.confinement, HasSubstr("no landlock (disabled)"));
+  EXPECT_THAT(p.stderr_tail, HasSubstr("attack: " + target + ": WRITTEN")) << describe(p);
+  EXPECT_THAT(slurp(target), HasSubstr("attack_plugin outside"));
+  fs::remove(target);
+}
+
+TEST(Confinement, TheCandidateHasNoNetwork) {
+  // An exec program's view of the network: its namespace's interfaces (only lo), and TCP to this
+  // machine's own address fails. It prints them and exits 1, so the row's reason shows them.
+  WorkerResult r = run_in_worker(request(
+      "kda_exec_net_f32", {"--exec", "kda_exec_net_f32=sh -c 'echo interfaces: $(grep -c : /proc/net/dev); exit 1' {in} {out}"}));
+  EXPECT_THAT(r.message, HasSubstr("interfaces: 1")) << describe(r);
+  EXPECT_THAT(r.confinement, HasSubstr("net namespace"));
+}
+
+// --- output cap ---------------------------------------------------------------------------------------
+
+TEST(OutputCap, GigabytesOfOutputKeepOnlyTheTail) {
+  EnvVar bytes("DG_FLOOD_BYTES", std::to_string(int64_t{2} << 30));
+  WorkerResult p = run_in_worker(request("kda_plugin_flood_f32", {"--plugin", kPlugin}));
+  ASSERT_EQ(p.status, WorkerStatus::ok) << describe(p);
+  EXPECT_LE(p.stderr_tail.size(), kTailBytes);
+  EXPECT_GE(p.output_dropped, int64_t{2} << 30);
+  EXPECT_THAT(p.stderr_tail, HasSubstr("attack: the end of the flood"));
+  REQUIRE_NUMPY(py);
+  EnvVar less("DG_FLOOD_BYTES", std::to_string(int64_t{1} << 30));
+  WorkerRequest req = request("kda_exec_flood_f32", {"--exec", exec_spec(py, "kda_exec_flood_f32", "flood")});
+  req.keep_temp = true;
+  WorkerResult x = run_in_worker(req);
+  ASSERT_EQ(x.status, WorkerStatus::ok) << describe(x);
+  uintmax_t on_disk = 0;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(x.temp_dir))
+    if (e.is_regular_file()) on_disk += e.file_size();
+  EXPECT_LT(on_disk, uintmax_t{16} << 20);   // outputs and report only: the flood went nowhere
+  remove_temp_dir(x.temp_dir);
+  fs::remove_all(x.temp_dir);
+}
+
+TEST(OutputCap, TheFloodCanaryIsCaughtWithItsTail) {
+  WorkerResult r = run_in_worker(request("kda_cheat_output_flood"));
+  ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_GE(r.output_dropped, int64_t{255} << 20);
+  EXPECT_THAT(r.stderr_tail, HasSubstr("kda_cheat_output_flood: the end of a 256 MiB flood"));
+}
+
+// --- temp dirs and signals ------------------------------------------------------------------------
+
+TEST(Sweep, RemovesDeadRunsDirsAndNeverALiveOne) {
+  const std::string root = ::testing::TempDir() + "/dg_sweep_root";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string dead = root + "/driftgate-worker-dead01";
+  fs::create_directories(dead);
+  { std::ofstream(dead + "/.lock"); }
+  { std::ofstream(dead + "/in.safetensors") << "x"; }
+  const std::string lockless_new = root + "/driftgate-worker-new001";
+  fs::create_directories(lockless_new);
+  const std::string live = make_temp_dir(root);
+  const std::string other = root + "/not-driftgate";
+  fs::create_directories(other);
+
+  EXPECT_EQ(sweep_stale_temp_dirs(root), 1);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(lockless_new));   // could be a dir being made this instant
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+  // Another driftgate's live dir: its lock is held by another open file.
+  remove_temp_dir(live);
+  fs::remove_all(root);
+}
+
+// Starts driftgate in the background with TMPDIR=root and the marker; returns its pid.
+pid_t start_driftgate(const std::string& args, const std::string& root, const std::string& marker) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.push_back("TMPDIR=" + root);
+  env.push_back("DG_ATTACK_MARKER=" + marker);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string cmd = std::string("exec ") + DRIFTGATE_EXE + " " + args + " >/dev/null 2>&1";
+  std::string sh = "sh", c = "-c";
+  char* argv[] = {sh.data(), c.data(), cmd.data(), nullptr};
+  pid_t pid = 0;
+  EXPECT_EQ(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data()), 0);
+  return pid;
+}
+
+int driftgate_worker_dirs(const std::string& root) {
+  int n = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind("driftgate-", 0) == 0) ++n;
+  return n;
+}
+
+// Kills driftgate with `sig` while a candidate that left its group and forked a setsid grandchild
+// hangs; nothing may survive, and (after the next start, for SIGKILL) no dir is left.
+void kill_while_hanging(int sig) {
+  REQUIRE_NUMPY(py);
+  const std::string root = ::testing::TempDir() + "/dg_kill_root_" + std::to_string(sig);
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string marker = "kill-" + std::to_string(sig) + "-" + std::to_string(::getpid());
+  const std::string json = root + "/results.json";
+  const pid_t pid = start_driftgate("verify --exec '" + exec_spec(py, "kda_exec_hang_f32", "hang") +
+                                        "' --candidate kda_exec_hang_f32 --timeout 120 --json " + json + " --case '" +
+                                        kCase + "'",
+                                    root, marker);
+  // Wait for the grandchild `sleep` (a process with the marker that is not driftgate's tree root).
+  bool started = false;
+  for (int i = 0; i < 200 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (pid_t p : survivors(marker))
+      if (slurp("/proc/" + std::to_string(p) + "/comm") == "sleep\n") started = true;
+  }
+  ASSERT_TRUE(started) << "the hanging candidate never started";
+  EXPECT_EQ(driftgate_worker_dirs(root), 1);
+  ::kill(pid, sig);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == sig) << st;
+  EXPECT_TRUE(none_survive(marker)) << "a candidate process outlived driftgate";
+  for (pid_t p : survivors(marker)) ::kill(p, SIGKILL);
+  if (sig != SIGKILL) {
+    EXPECT_EQ(driftgate_worker_dirs(root), 0) << "a signal left a temp dir";
+  }
+  // The next start sweeps what a SIGKILL left.
+  std::vector<std::string> env;
+  const pid_t next = start_driftgate("list ops", root, marker + "-next");
+  ::waitpid(next, &st, 0);
+  EXPECT_EQ(driftgate_worker_dirs(root), 0);
+  for (const fs::directory_entry& e : fs::directory_iterator(root))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  fs::remove_all(root);
+}
+
+TEST(Signals, SigtermKillsTheWorkersAndRemovesTheTempDirs) { kill_while_hanging(SIGTERM); }
+TEST(Signals, SigintToo) { kill_while_hanging(SIGINT); }
+TEST(Signals, Sigkill_LeavesNoProcessAndTheNextStartSweeps) { kill_while_hanging(SIGKILL); }
+
+}  // namespace
+}  // namespace dg
