@@ -29,7 +29,7 @@
 //   out_of_memory  the candidate threw std::bad_alloc (certain); or the worker died of a SIGKILL
 //                  driftgate did not send and it had not used up its CPU limit (the kernel's OOM
 //                  killer, most likely: the message says so with a question mark)
-//   timed_out      the wall limit passed (driftgate killed the group), or the CPU limit did
+//   timed_out      the wall limit passed (driftgate killed the sandbox), or the CPU limit did
 //                  (SIGXCPU, or SIGKILL at the hard CPU limit)
 //   crashed        any other signal (SIGSEGV, SIGABRT, SIGBUS, ...). When an allocation had failed
 //                  first (the worker's marker line, or "std::bad_alloc" from std::terminate in the

@@ -365,6 +365,32 @@ TEST(OutputCap, TheFloodCanaryIsCaughtWithItsTail) {
   EXPECT_THAT(r.stderr_tail, HasSubstr("kda_cheat_output_flood: the end of a 256 MiB flood"));
 }
 
+// --- channels (the timing worker's interface, worker.h) -----------------------------------------
+
+TEST(Channels, DescriptorsArriveInOrderAndOnStartSeesTheWorker) {
+  WorkerInputs in(generate_inputs(parse_case(kCase)), kCase);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  const std::string dir = make_temp_dir(::testing::TempDir());
+  SandboxSpec spec;
+  // fd 3: a pipe the worker never reads; fd 4: the inputs, which it must find there.
+  spec.argv = {DRIFTGATE_EXE, "worker", "--candidate", "kda_cpu_recurrent_f32", "--in-fd", "4",
+               "--out", dir + "/out.safetensors", "--report", dir + "/report.json"};
+  spec.dir = dir;
+  spec.fds = {p[0], in.fd()};
+  spec.wall_seconds = 60;
+  std::string seen;
+  spec.on_start = [&](pid_t pid) { seen = slurp("/proc/" + std::to_string(pid) + "/cmdline"); };
+  SandboxResult r = run_sandboxed(spec);
+  EXPECT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0) << r.wait_status << r.output_tail;
+  EXPECT_TRUE(fs::exists(dir + "/out.safetensors")) << r.output_tail;
+  EXPECT_THAT(seen, HasSubstr("worker"));
+  EXPECT_THAT(seen, Not(HasSubstr("sandbox-init")));
+  ::close(p[0]);
+  ::close(p[1]);
+  remove_temp_dir(dir);
+}
+
 // --- temp dirs and signals ------------------------------------------------------------------------
 
 TEST(Sweep, RemovesDeadRunsDirsAndNeverALiveOne) {
