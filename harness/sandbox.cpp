@@ -497,7 +497,7 @@ int sweep_stale_temp_dirs(const std::string& extra_root) {
         stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0;   // its driftgate is gone
       } else {
         const auto mtime = fs::last_write_time(e.path(), ec2);
-        stale = !ec2 && now - mtime > std::chrono::minutes(10);   // lockless: an older driftgate's
+        stale = !ec2 && now - mtime > std::chrono::hours(1);   // lockless: an older driftgate's
       }
       if (stale && fs::remove_all(e.path(), ec2) > 0 && !ec2) ++removed;
       if (fd >= 0) ::close(fd);

@@ -40,7 +40,7 @@
 // Temp dirs and signals: every worker directory ("driftgate-worker-XXXXXX") holds a lock file
 // (flock, held by the driftgate that made it). sweep_stale_temp_dirs() (called at every start)
 // removes the driftgate dirs under the temp roots whose lock it can take: their driftgate is dead
-// (lockless dirs only when older than 10 minutes, which covers dirs of older driftgates and never
+// (lockless dirs only when untouched for an hour: dirs of older driftgates; never
 // one being created). install_signal_cleanup() makes SIGINT, SIGTERM and SIGHUP kill every live
 // init (hence every worker), remove the live temp dirs and registered temp files (half-written
 // results), then end driftgate with that signal; results already renamed into place stay valid.
