@@ -216,6 +216,10 @@ bool drain(int fd, const std::function<void(const char*, size_t)>& sink) {
 }  // namespace
 
 // --- the init ---------------------------------------------------------------------------------------
+namespace {
+volatile sig_atomic_t g_parent_gone = 0;   // degraded mode: driftgate died (PR_SET_PDEATHSIG SIGTERM)
+}  // namespace
+
 // argv: EXE sandbox-init STATUS_FD DIR LANDLOCK(0|1) -- WORKER ARGV...
 int sandbox_init_main(int argc, char** argv) {
   if (argc < 7 || std::strcmp(argv[5], "--") != 0) {
@@ -226,7 +230,16 @@ int sandbox_init_main(int argc, char** argv) {
   const std::string dir = argv[3];
   const bool landlock = argv[4][0] == '1';
   const bool in_namespace = ::getpid() == 1;
-  if (!in_namespace) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  if (!in_namespace) {
+    // Degraded: we adopt every orphan of the worker's tree, and when driftgate dies (SIGTERM
+    // instead of the SIGKILL the namespace mode keeps) we kill that tree before we go.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_parent_gone = 1; };
+    ::sigaction(SIGTERM, &sa, nullptr);   // no SA_RESTART: waitpid below returns EINTR
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (::getppid() == 1) g_parent_gone = 1;
+  }
   int abi = 0;
   const int ruleset = landlock ? make_ruleset(dir, &abi) : -1;
 
@@ -237,6 +250,9 @@ int sandbox_init_main(int argc, char** argv) {
   }
   if (worker == 0) {
     ::close(status_fd);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGTERM, &dfl, nullptr);
     if (ruleset >= 0) {
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
         std::fprintf(stderr, "driftgate sandbox-init: landlock_restrict_self: %s\n", std::strerror(errno));
@@ -253,6 +269,7 @@ int sandbox_init_main(int argc, char** argv) {
   int worker_status = 0;
   for (;;) {
     int st = 0;
+    if (g_parent_gone) break;
     const pid_t p = ::waitpid(-1, &st, 0);
     if (p < 0 && errno == EINTR) continue;
     if (p < 0) break;

@@ -16,7 +16,9 @@
 //   namespaces, some containers): the init is a plain child with PR_SET_CHILD_SUBREAPER; when the
 //   worker ends it SIGKILLs every process that was reparented to it until none is left; the wall
 //   limit SIGKILLs the worker, its group and (5 s later, if the init has not finished) the init.
-//   There, a driftgate killed by SIGKILL leaves the init's descendants to the system.
+//   There the init's death signal is SIGTERM, on which it kills the whole tree before it exits; a
+//   candidate that kills the init first (possible without Landlock's signal scope, ABI < 6) can
+//   outlive a driftgate killed by SIGKILL.
 //
 // Confinement (no writes outside the worker's own directory, no network):
 //   Landlock (raw syscalls, ABI 1 and up, applied by the init to the worker before it runs:

@@ -418,9 +418,11 @@ TEST(Sweep, RemovesDeadRunsDirsAndNeverALiveOne) {
 }
 
 // Starts driftgate in the background with TMPDIR=root and the marker; returns its pid.
-pid_t start_driftgate(const std::string& args, const std::string& root, const std::string& marker) {
+pid_t start_driftgate(const std::string& args, const std::string& root, const std::string& marker,
+                      const std::string& extra_env = "") {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  if (!extra_env.empty()) env.push_back(extra_env);
   env.push_back("TMPDIR=" + root);
   env.push_back("DG_ATTACK_MARKER=" + marker);
   std::vector<char*> envp;
@@ -443,7 +445,7 @@ int driftgate_worker_dirs(const std::string& root) {
 
 // Kills driftgate with `sig` while a candidate that left its group and forked a setsid grandchild
 // hangs; nothing may survive, and (after the next start, for SIGKILL) no dir is left.
-void kill_while_hanging(int sig) {
+void kill_while_hanging(int sig, const std::string& extra_env = "") {
   REQUIRE_NUMPY(py);
   const std::string root = ::testing::TempDir() + "/dg_kill_root_" + std::to_string(sig);
   fs::remove_all(root);
@@ -453,7 +455,7 @@ void kill_while_hanging(int sig) {
   const pid_t pid = start_driftgate("verify --exec '" + exec_spec(py, "kda_exec_hang_f32", "hang") +
                                         "' --candidate kda_exec_hang_f32 --timeout 120 --json " + json + " --case '" +
                                         kCase + "'",
-                                    root, marker);
+                                    root, marker, extra_env);
   // Wait for the grandchild `sleep` (a process with the marker that is not driftgate's tree root).
   bool started = false;
   for (int i = 0; i < 200 && !started; ++i) {
@@ -485,6 +487,9 @@ void kill_while_hanging(int sig) {
 TEST(Signals, SigtermKillsTheWorkersAndRemovesTheTempDirs) { kill_while_hanging(SIGTERM); }
 TEST(Signals, SigintToo) { kill_while_hanging(SIGINT); }
 TEST(Signals, Sigkill_LeavesNoProcessAndTheNextStartSweeps) { kill_while_hanging(SIGKILL); }
+TEST(Signals, Sigkill_DegradedToASubreaperLeavesNoProcessEither) {
+  kill_while_hanging(SIGKILL, "DRIFTGATE_SANDBOX_DISABLE=namespaces");
+}
 
 }  // namespace
 }  // namespace dg
