@@ -484,6 +484,29 @@ void kill_while_hanging(int sig, const std::string& extra_env = "") {
   fs::remove_all(root);
 }
 
+// What selftest checks (each sandbox canary REJECTed), plus what it cannot see: nothing left behind,
+// no process and no temp dir.
+TEST(Canaries, EachIsRejectedByTheGateAndLeavesNothingBehind) {
+  const std::string root = ::testing::TempDir() + "/dg_canary_root";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string marker = "canaries-" + std::to_string(::getpid());
+  for (const char* c : {"kda_cheat_rewrite_inputs", "kda_cheat_escape_group", "kda_cheat_setsid_daemon",
+                        "kda_cheat_write_outside", "kda_cheat_output_flood", "kda_cheat_forged_outputs"}) {
+    const std::string out = root + "/gate-" + c;
+    const pid_t pid = start_driftgate(std::string("gate --base kda_cpu_recurrent_f32 --patch ") + c +
+                                          " --no-time --out " + out + " --case '" + kCase + "'",
+                                      root, marker);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << c << ": " << st;
+    EXPECT_EQ(nlohmann::json::parse(slurp(out + "/verdict.json")).value("verdict", ""), "REJECT") << c;
+    EXPECT_TRUE(none_survive(marker, 2)) << c << " left a process";
+    EXPECT_EQ(driftgate_worker_dirs(root), 0) << c << " left a temp dir";
+  }
+  fs::remove_all(root);
+}
+
 TEST(Signals, SigtermKillsTheWorkersAndRemovesTheTempDirs) { kill_while_hanging(SIGTERM); }
 TEST(Signals, SigintToo) { kill_while_hanging(SIGINT); }
 TEST(Signals, Sigkill_LeavesNoProcessAndTheNextStartSweeps) { kill_while_hanging(SIGKILL); }
