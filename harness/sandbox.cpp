@@ -481,6 +481,16 @@ void remove_temp_dir(const std::string& dir) {
   }
 }
 
+void keep_temp_dir(const std::string& dir) {
+  ::unlink((dir + "/.lock").c_str());
+  std::lock_guard<std::mutex> g(live().mu);
+  auto it = live().dirs.find(dir);
+  if (it != live().dirs.end()) {
+    ::close(it->second);
+    live().dirs.erase(it);
+  }
+}
+
 void register_temp_file(const std::string& path) {
   std::lock_guard<std::mutex> g(live().mu);
   live().files.insert(path);

@@ -91,6 +91,8 @@ int sandbox_init_main(int argc, char** argv);
 // until remove_temp_dir; registered for the signal cleanup.
 std::string make_temp_dir(const std::string& root);
 void remove_temp_dir(const std::string& dir);   // removes it, releases its lock, unregisters it
+void keep_temp_dir(const std::string& dir);     // keeps it (debugging): unlocked, without its lock
+                                                // file, so a later start sweeps it after an hour
 
 // Paths (half-written temp files) the signal cleanup removes while they are registered.
 void register_temp_file(const std::string& path);

@@ -64,7 +64,10 @@ struct TempDir {
   std::string path;
   bool keep;
   ~TempDir() {
-    if (!keep) remove_temp_dir(path);
+    if (keep)
+      keep_temp_dir(path);
+    else
+      remove_temp_dir(path);
   }
 };
 

@@ -202,6 +202,7 @@ TEST(Worker, KeepTempLeavesTheFilesForDebugging) {
   ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
   for (const char* f : {"out.safetensors", "report.json"})
     EXPECT_TRUE(std::filesystem::exists(r.temp_dir + "/" + f)) << f;
+  EXPECT_FALSE(std::filesystem::exists(r.temp_dir + "/.lock"));   // not a live run's dir any more
   std::filesystem::remove_all(r.temp_dir);
 }
 
