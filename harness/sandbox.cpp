@@ -243,6 +243,9 @@ int sandbox_init_main(int argc, char** argv) {
   int abi = 0;
   const int ruleset = landlock ? make_ruleset(dir, &abi) : -1;
 
+  // A close-on-exec pipe tells us when the worker has exec'd: only then is it reported as running.
+  int exec_pipe[2] = {-1, -1};
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) exec_pipe[0] = exec_pipe[1] = -1;
   const pid_t worker = ::fork();
   if (worker < 0) {
     write_all(status_fd, fmt::format("E fork: {}\n", std::strerror(errno)));
@@ -250,6 +253,7 @@ int sandbox_init_main(int argc, char** argv) {
   }
   if (worker == 0) {
     ::close(status_fd);
+    if (exec_pipe[0] >= 0) ::close(exec_pipe[0]);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     ::sigaction(SIGTERM, &dfl, nullptr);
@@ -265,6 +269,13 @@ int sandbox_init_main(int argc, char** argv) {
     ::_exit(127);
   }
   if (ruleset >= 0) ::close(ruleset);
+  if (exec_pipe[1] >= 0) {
+    ::close(exec_pipe[1]);
+    char c = 0;
+    while (::read(exec_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::close(exec_pipe[0]);
+  }
   write_all(status_fd, fmt::format("R {} {}\n", abi, worker));
   int worker_status = 0;
   for (;;) {
