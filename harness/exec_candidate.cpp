@@ -138,6 +138,10 @@ void run_exec(const std::string& name, const std::string& cmd, const Case& c, co
                                     shell_quote(out_path.string()));
   const fs::path out_log = dir.path() / "stdout.txt", err_log = dir.path() / "stderr.txt";
   int status = run_shell(command, out_log, err_log);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExecNotSupported) {   // "not this case": a NOT_SUPPORTED row
+    std::string tail = tail_of(err_log);
+    throw NotSupported(fmt::format("{}: does not support this case{}", name, tail.empty() ? "" : ": " + tail));
+  }
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     std::string how = WIFEXITED(status)
                           ? fmt::format("exited with code {}", WEXITSTATUS(status))
