@@ -1,5 +1,6 @@
 // driftgate: the command line. Exit codes everywhere: 0 pass, 1 fail, 2 bad usage or bad input
-// (the message names the problem), 3 internal harness error.
+// (the message names the problem), 3 internal harness error; gate adds 4 CANNOT_JUDGE and 5
+// INCOMPLETE (harness/gate.h).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>

@@ -385,3 +385,33 @@ TEST(GateVerdict, ResumeReadsBackRowsAndRefusesEditedOnes) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+TEST(GateVerdict, ThePolicySaysHowNotSupportedCasesCount) {
+  EXPECT_EQ(default_policy().not_supported, "skip");
+  EXPECT_EQ(parse_policy("[cases]\nnot_supported = \"reject\"\n", "t.toml").not_supported, "reject");
+  EXPECT_THROW(parse_policy("[cases]\nnot_supported = \"merge\"\n", "t.toml"), InputError);
+  EXPECT_THROW(parse_policy("[cases]\nnot_supported = 1\n", "t.toml"), InputError);
+  EXPECT_THROW(parse_policy("[cases]\nskip = \"reject\"\n", "t.toml"), InputError);
+}
+
+// verify and gate hold a candidate to one floor: the policy's min_bits of its narrowest format.
+TEST(GateVerdict, OneFloorForVerifyAndGate) {
+  Policy p = default_policy();
+  CandidateInfo bf16_state{"k", "kda", "cpu", "recurrent", DType::f32, DType::bf16, DType::f32, "doc"};
+  EXPECT_EQ(candidate_floor_bits(p, bf16_state), 5.0);
+  EXPECT_EQ(verify_floor_bits(DType::f32), p.min_bits_for(DType::f32));
+  // The gate's min_bits check uses the record's floor (set by verify from the same rule): 7 bits
+  // with a bf16 state passes both (before: verify passed it at floor 5, the gate rejected it at 12).
+  Record base = record("b", 1e-6, 1e-6, 0);
+  Record patch = record("p", std::ldexp(1.0, -7), 1e-6, 0);
+  patch.min_bits = candidate_floor_bits(p, bf16_state);
+  EXPECT_TRUE(passed(precision_checks(base, patch, nullptr, p), "min_bits.o"));
+  patch.min_bits = 12;
+  EXPECT_FALSE(passed(precision_checks(base, patch, nullptr, p), "min_bits.o"));
+}
+
+}  // namespace
+}  // namespace dg
