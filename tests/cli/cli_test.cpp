@@ -682,6 +682,24 @@ TEST(CliVerdict, EveryRowsReproduceCarriesEveryVerdictFlag) {
   EXPECT_EQ(f["--ref-tier"], "dd");
 }
 
+TEST(CliVerdict, VerifyRowsReproduceCarryTheirFlags) {
+  std::string json = tmp("verify_reproduce.json");
+  ASSERT_EQ(run("verify --candidate kda_cpu_chunk_f32 --case '" + kSmall + "' --ref-tier f64 --runs 2 --timeout 30 --threads 1"
+                " --min-bits 3 --json " + json).rc, 0);
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  std::vector<std::string> words = shell_words(j["records"][0]["reproduce"]);
+  ASSERT_GE(words.size(), 2u);
+  EXPECT_EQ(words[1], "verify");
+  std::map<std::string, std::string> f = flags_of(words);
+  EXPECT_EQ(f["--candidate"], "kda_cpu_chunk_f32");
+  EXPECT_EQ(f["--case"], kSmall);
+  EXPECT_EQ(f["--ref-tier"], "f64");
+  EXPECT_EQ(f["--runs"], "2");
+  EXPECT_EQ(f["--timeout"], "30");
+  EXPECT_EQ(f["--threads"], "1");
+  EXPECT_EQ(f["--min-bits"], "3");
+}
+
 // One floor: a kernel with f32 outputs and a bf16 state is held to bf16's floor by verify and by
 // the gate (before: verify PASSED it at 7 bits against 5, gate REJECTed it against 12).
 TEST(CliVerdict, VerifyAndGateApplyOneFloor) {
