@@ -80,11 +80,15 @@ std::string_view outcome_name(CheckOutcome o) {
   return "?";
 }
 
+namespace {
+
 CheckOutcome outcome_from_name(std::string_view s) {
   for (CheckOutcome o : {CheckOutcome::judged, CheckOutcome::errored, CheckOutcome::skipped})
     if (outcome_name(o) == s) return o;
   throw std::invalid_argument(fmt::format("unknown check outcome '{}'", s));
 }
+
+}  // namespace
 
 std::string GateRow::reasons() const {
   std::string s;
@@ -92,6 +96,8 @@ std::string GateRow::reasons() const {
     if (!c.passed) s += (s.empty() ? "" : "; ") + c.name + ": " + c.detail;
   return s;
 }
+
+namespace {
 
 // A record's own floor: the one verify judged it against (the policy's min_bits of the narrowest of
 // its formats, verify.h), or, for a record that carries none, the policy's min_bits of its outputs.
@@ -112,6 +118,8 @@ std::string below_floor(const Record& r, double floor) {
   }
   return {};
 }
+
+}  // namespace
 
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive, const Policy& pol) {
   std::vector<Check> out;

@@ -79,12 +79,16 @@ double candidate_floor_bits(const Policy& policy, const CandidateInfo& ci) {
                    policy.min_bits_for(ci.output_dtype)});
 }
 
+namespace {
+
 // " --threads N" when the worker args carry a thread budget, for reproduce commands.
 std::string threads_text(const std::vector<std::string>& args) {
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--threads") return " --threads " + args[i + 1];
   return {};
 }
+
+}  // namespace
 
 std::string outside_args_text(const std::vector<std::string>& args) {
   std::string s;
