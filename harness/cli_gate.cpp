@@ -316,12 +316,12 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
     if (!is_canary(k->info()) || k->info().op != base.info().op) continue;
     ++canaries;
     GateReport rep = run_gate(base, *k, cases, policy, opt);
-    // Caught: no case MERGEs or is skipped, and the gate as a whole does not MERGE. A canary that
-    // leaves nothing to judge against (CANNOT_JUDGE) is caught too: it cannot pass.
+    // Caught: no case MERGEs and the gate as a whole does not MERGE. A case that cannot be judged
+    // or is skipped (NOT_SUPPORTED) does not pass either.
     int caught = 0;
     std::string why;
     for (const GateRow& r : rep.rows) {
-      if (r.verdict == Verdict::REJECT || r.verdict == Verdict::CANNOT_JUDGE) ++caught;
+      if (r.verdict != Verdict::MERGE) ++caught;
       for (const Check& c : r.checks) {
         if (c.passed) continue;
         // "patch" carries the worker's finding ("INVALID: rule alias: ..."): show its first words.

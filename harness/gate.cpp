@@ -248,6 +248,10 @@ std::string verdict_text(const GateReport& r) {
   std::string s(verdict_name(v));
   if (v == Verdict::INCOMPLETE) return fmt::format("{} ({} of {} cases)", s, r.rows.size(), r.planned.size());
   if (v == Verdict::MERGE && !r.timed) s += " (precision only)";
+  // Cases the patch does not support were not judged: a MERGE says how many, so it is never read
+  // as covering them.
+  if (v == Verdict::MERGE && r.skipped() > 0)
+    s += fmt::format(" ({} of {} cases not supported, skipped)", r.skipped(), r.planned.size());
   return s;
 }
 

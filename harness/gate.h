@@ -121,7 +121,8 @@ struct GateReport {
 
 // The whole gate's verdict from its rows and plan (precedence in the comment at the top).
 Verdict gate_verdict(const GateReport& r);
-// "MERGE", or "MERGE (precision only)" when not timed, or "INCOMPLETE (3 of 14 cases)".
+// "MERGE", or "MERGE (precision only)" when not timed, "MERGE (2 of 4 cases not supported,
+// skipped)", or "INCOMPLETE (3 of 14 cases)".
 std::string verdict_text(const GateReport& r);
 // SHA-256 of the rows' canonical JSON and the resume key: verdict.json's "rows_digest". A row
 // edited by hand no longer matches, and `gate --resume` refuses the file.

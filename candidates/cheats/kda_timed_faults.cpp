@@ -2,7 +2,8 @@
 // they have been called more often than a worker's two check runs, as happens in the timing worker
 // (harness/timing_worker.h), which calls a candidate many times in a process of its own. Each must
 // become an ERRORED check of its case ("timing"), the other cases still judged and the verdict files
-// written (gate), or an ERRORED row (bench): never an abort of driftgate.
+// written (gate), or an ERRORED row (bench): never an abort of driftgate. And one that supports no
+// case at all: a gate that judged nothing is CANNOT_JUDGE, never MERGE.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +38,13 @@ DG_REGISTER_CANDIDATE(kda_cheat_hang_timed,
                         if (being_timed())
                           for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
                         honest().run(c, in, out);
+                      });
+
+// Answers "not supported" for every case: nothing is judged, so the gate cannot MERGE it (CANNOT_JUDGE).
+DG_REGISTER_CANDIDATE(kda_cheat_unsupported,
+                      cheat_info("kda_cheat_unsupported", "answers NOT_SUPPORTED for every case (nothing to judge)"),
+                      [](const Case&, const TensorMap&, TensorMap&) {
+                        throw NotSupported("kda_cheat_unsupported: no case is supported");
                       });
 
 }  // namespace dg::cheats

@@ -296,9 +296,9 @@ TEST(CliGate, SelftestCatchesEveryCanary) {
   for (const char* c : {"kda_null_zeros_f32", "kda_null_copy_f32", "kda_null_ref_f16", "kda_null_noise_f32",
                         "kda_cheat_segfault", "kda_cheat_hang", "kda_cheat_oom", "kda_cheat_mutate_input",
                         "kda_cheat_guard_write", "kda_cheat_uninit", "kda_cheat_stale", "kda_cheat_alias",
-                        "kda_cheat_cache", "kda_cheat_skip", "kda_cheat_segfault_timed", "kda_cheat_hang_timed"})
+                        "kda_cheat_cache", "kda_cheat_skip", "kda_cheat_segfault_timed", "kda_cheat_hang_timed", "kda_cheat_unsupported"})
     EXPECT_THAT(r.out, HasSubstr(c));
-  EXPECT_THAT(r.out, HasSubstr("18 of 18 canaries caught"));
+  EXPECT_THAT(r.out, HasSubstr("19 of 19 canaries caught"));
 }
 
 TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
@@ -763,6 +763,7 @@ TEST(CliVerdict, NotSupportedCasesAreSkippedNotRejected) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   nlohmann::json j = verdict_of(out);
   EXPECT_EQ(j["verdict"], "MERGE");
+  EXPECT_EQ(j["verdict_text"], "MERGE (precision only) (2 of 4 cases not supported, skipped)");
   EXPECT_EQ(j["skipped"], 2);
   EXPECT_EQ(j["judged"], 2);
   EXPECT_TRUE(junit_valid(out + "/junit.xml"));
@@ -827,7 +828,7 @@ TEST(CliTimedFaults, ExecProgramsThatFailWhileTimed) {
 }
 
 TEST(CliTimedFaults, BenchKeepsTheOtherCandidatesAndNamesTheFaultyOne) {
-  for (const char* cheat : {"kda_cheat_segfault_timed", "kda_cheat_hang_timed"}) {
+  for (const char* cheat : {"kda_cheat_segfault_timed", "kda_cheat_hang_timed", "kda_cheat_unsupported"}) {
     std::string json = tmp(std::string("bench_timed_") + cheat + ".json");
     Result r = run(std::string("bench --candidate kda_cpu_chunk_f32,") + cheat + " --case '" + kSmall +
                    "' --max-time 0.5 --json " + json);

@@ -305,6 +305,8 @@ TEST(GateVerdict, NotSupportedFollowsThePolicy) {
   EXPECT_EQ(g.verdict, Verdict::SKIPPED);
   // Skipped cases are not judged; one MERGE beside them is a MERGE, none at all CANNOT_JUDGE.
   EXPECT_EQ(report_of({g, merge_row("kda(B)")}, {"kda(A)", "kda(B)"}).verdict, Verdict::MERGE);
+  EXPECT_EQ(verdict_text(report_of({g, merge_row("kda(B)")}, {"kda(A)", "kda(B)"})),
+            "MERGE (1 of 2 cases not supported, skipped)");
   EXPECT_EQ(report_of({g}, {"kda(A)"}).verdict, Verdict::CANNOT_JUDGE);
   std::string x = gate_junit(report_of({g, merge_row("kda(B)")}, {"kda(A)", "kda(B)"}));
   EXPECT_THAT(x, HasSubstr("<skipped message=\"NOT_SUPPORTED: varlen"));
