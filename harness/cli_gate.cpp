@@ -322,6 +322,8 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
     std::string why;
     for (const GateRow& r : rep.rows) {
       if (r.verdict != Verdict::MERGE) ++caught;
+      if (r.verdict == Verdict::SKIPPED && why.find("not supported") == std::string::npos)
+        why += (why.empty() ? "" : ", ") + std::string("not supported (nothing judged)");
       for (const Check& c : r.checks) {
         if (c.passed) continue;
         // "patch" carries the worker's finding ("INVALID: rule alias: ..."): show its first words.
