@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -196,8 +197,10 @@ GateReport report_of(std::vector<GateRow> rows, std::vector<std::string> planned
   return r;
 }
 
+// A file of this process's own (ctest runs the tests of one binary in parallel processes).
 std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/dg_gate_test_" + name;
+  static int n = 0;
+  std::string path = ::testing::TempDir() + "/dg_gate_test_" + std::to_string(::getpid()) + "_" + std::to_string(++n) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }
