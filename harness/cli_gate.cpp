@@ -1,7 +1,10 @@
 #include "harness/cli_gate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <iostream>
@@ -9,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/digest.h"
 #include "harness/exec_candidate.h"
 #include "harness/gate_run.h"
 #include "harness/report.h"
@@ -24,7 +28,8 @@ struct GateCommands {
   CLI::App* gate = nullptr;
   std::string base, patch, suite, policy, out, tier, save_failures;
   std::vector<std::string> cases;
-  double claim = 0;
+  double claim = std::numeric_limits<double>::quiet_NaN();
+  double timeout = 600;
   bool no_time = false, resume = false;
   int threads = 0;
   // bench
@@ -48,7 +53,25 @@ struct GateCommands {
 
 namespace {
 
+// Every policy value that can change a verdict, for the resume key (a policy file's path can stay
+// while its contents change).
+nlohmann::json policy_json(const Policy& p) {
+  return {{"slack", p.slack}, {"naive_factor", p.naive_factor}, {"floor_ulps", p.floor_ulps}, {"metrics", p.metrics},
+          {"drift_margin", p.drift_margin}, {"drift_min_positions", p.drift_min_positions}, {"min_bits", p.min_bits},
+          {"naive", p.naive}, {"confidence", p.confidence}, {"min_effect", p.min_effect}, {"max_time_s", p.max_time_s},
+          {"target_halfwidth", p.target_halfwidth}, {"claim_tolerance", p.claim_tolerance},
+          {"not_supported", p.not_supported}};
+}
+
 int cmd_gate(GateCommands& g, const std::string& cmdline) {
+  // Usage first: nothing is measured or written before every option is known to be sound.
+  const bool claimed = g.gate->count("--claim") > 0;
+  if (claimed && !(std::isfinite(g.claim) && g.claim > 0))
+    throw InputError(fmt::format("gate: --claim must be a finite speedup > 0, got {}", g.claim));
+  if (claimed && g.no_time)
+    throw InputError("gate: --claim needs timing; it cannot be judged with --no-time");
+  if (!(std::isfinite(g.timeout) && g.timeout > 0))
+    throw InputError(fmt::format("gate: --timeout must be a finite number of seconds > 0, got {}", g.timeout));
   set_num_threads(g.threads);
   const Candidate& base = require_candidate(g.base);
   const Candidate& patch = require_candidate(g.patch);
@@ -62,18 +85,45 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
   GateOptions opt;
   opt.tier = resolve_tier(g.tier, g.suite);
-  if (g.claim > 0) opt.claim = g.claim;
+  if (claimed) opt.claim = g.claim;
   opt.out_dir = g.out;
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
   opt.command = cmdline;
+  opt.wall_seconds = g.timeout;
+  opt.timeout_given = g.gate->count("--timeout") > 0;
+  opt.threads = g.threads;
+  opt.progress = true;
   opt.worker_args = outside_candidate_args();
   if (g.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(g.threads)});
+  nlohmann::json case_list = nlohmann::json::array();
+  for (const Case& c : cases) case_list.push_back(c.str());
+  opt.resume_key = {{"kind", "gate"},
+                    {"base", base.name()},
+                    {"patch", patch.name()},
+                    {"cases", case_list},
+                    {"tier", tier_name(opt.tier)},
+                    {"claim", opt.claim ? nlohmann::json(*opt.claim) : nlohmann::json(nullptr)},
+                    {"timed", opt.time},
+                    {"timeout", opt.wall_seconds},
+                    {"threads", g.threads},
+                    {"policy", policy_json(policy)},
+                    {"binary_sha256", self_exe_sha256()},
+                    {"outside", outside_json(opt.worker_args)}};
   MachineLimits machine;
   if (opt.time) {
     machine = load_or_measure_machine(g.machine_file, false);
-    opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
-      return measure_speed(b, p, c, pol, machine, opt.worker_args);
+    opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
+      return measure_speed(b, p, c, pol, machine, opt.worker_args, wall);
+    };
+    opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
+      TimingRequest req;
+      req.candidates = {k.name()};
+      req.case_str = c.str();
+      req.max_time_s = std::min(1.0, policy.max_time_s);
+      req.wall_seconds = wall;
+      req.extra_args = opt.worker_args;
+      time_in_worker(req);
     };
   }
   if (g.resume) {
@@ -86,20 +136,28 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
       nlohmann::json head;
       try {
         head = nlohmann::json::parse(ss.str());
-        opt.prior_rows = gate_rows_from_json(ss.str());
       } catch (const std::exception& e) {
         throw InputError(fmt::format("gate --resume: {} is not a driftgate verdict ({})", path, e.what()));
       }
+      if (!head.is_object()) throw InputError(fmt::format("gate --resume: {} is not a driftgate verdict", path));
       if (head.value("base", "") != base.name() || head.value("patch", "") != patch.name())
         throw InputError(fmt::format("gate --resume: {} judges {} against {}, not {} against {}", path,
                                      head.value("patch", "?"), head.value("base", "?"), patch.name(), base.name()));
+      if (std::string d = resume_key_difference(head.value("resume_key", nlohmann::json()), opt.resume_key); !d.empty())
+        throw InputError(fmt::format("gate --resume: {} was written by another run: {}", path, d));
+      try {
+        opt.prior_rows = gate_rows_from_json(ss.str());
+      } catch (const std::exception& e) {
+        throw InputError(fmt::format("gate --resume: {} cannot be resumed: {}", path, e.what()));
+      }
       std::cerr << fmt::format("resuming: {} cases already judged in {}\n", opt.prior_rows.size(), path);
     }
   }
   GateReport rep = run_gate(base, patch, cases, policy, opt);
   std::cout << gate_markdown(rep);
-  if (!g.out.empty()) std::cout << fmt::format("\nwrote {0}/verdict.json, {0}/verdict.md, {0}/junit.xml\n", g.out);
-  return rep.verdict == Verdict::MERGE ? 0 : 1;
+  if (!g.out.empty()) std::cout << fmt::format("\nwrote {0}/verdict.md, {0}/junit.xml, {0}/verdict.json\n", g.out);
+  std::cout << fmt::format("verdict: {} (exit {})\n", verdict_text(rep), verdict_exit_code(rep.verdict));
+  return verdict_exit_code(rep.verdict);
 }
 
 int cmd_bench(GateCommands& g, const std::string& cmdline) {
@@ -145,12 +203,46 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
       }
     }
     if (timed.empty()) continue;
-    TimingRequest req;
-    for (const Candidate* k : timed) req.candidates.push_back(k->name());
-    req.case_str = c.str();
-    req.max_time_s = g.b_max_time;
-    req.extra_args = vo.worker_args;
-    std::vector<BenchSamples> samples = time_in_worker(req);
+    // A timing worker that crashes or hangs is a row, not an abort: every candidate of the case is
+    // timed again alone, so the one that fails while timed is named and the others keep their times.
+    auto request = [&](const std::vector<const Candidate*>& ks) {
+      TimingRequest req;
+      for (const Candidate* k : ks) req.candidates.push_back(k->name());
+      req.case_str = c.str();
+      req.max_time_s = g.b_max_time;
+      req.extra_args = vo.worker_args;
+      double checked = 0;
+      for (size_t i = 0; i < mine.size(); ++i)
+        if (std::find(ks.begin(), ks.end(), mine[i]) != ks.end()) checked += recs[i].seconds;
+      req.wall_seconds = 2 * g.b_max_time + 10 + 10 * checked;   // as the gate's timing_wall_seconds
+      return req;
+    };
+    std::vector<BenchSamples> samples;
+    try {
+      samples = time_in_worker(request(timed));
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::vector<std::pair<const Candidate*, std::string>> faults;
+      if (timed.size() == 1) faults.push_back({timed[0], e.what()});
+      else
+        for (const Candidate* k : timed) {
+          try {
+            std::vector<BenchSamples> one = time_in_worker(request({k}));
+            samples.insert(samples.end(), one.begin(), one.end());
+          } catch (const InputError&) {
+            throw;
+          } catch (const std::exception& e1) {
+            faults.push_back({k, e1.what()});
+          }
+        }
+      for (const auto& [k, why] : faults) {
+        ++failed;
+        std::cout << fmt::format("  {:<24} ERRORED while timed: {}\n", k->name(), why);
+        drows.push_back({{"candidate", k->name()}, {"case", c.str()}, {"flag", "ERRORED while timed"}, {"reason", why}});
+      }
+      if (samples.empty()) continue;
+    }
     double first_median = 0;
     for (const BenchSamples& s : samples) {
       Throughput t = throughput_of(s, c, machine);
@@ -208,18 +300,30 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
   opt.command = cmdline;
   opt.wall_seconds = g.s_timeout;
   opt.memory_bytes = int64_t{2} << 30;
-  opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol) {
-    return measure_speed(b, p, c, pol, machine);
+  opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
+    return measure_speed(b, p, c, pol, machine, {}, wall);
+  };
+  opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
+    TimingRequest req;
+    req.candidates = {k.name()};
+    req.case_str = c.str();
+    req.max_time_s = 1;
+    req.wall_seconds = wall;
+    time_in_worker(req);
   };
   int missed = 0, canaries = 0;
   for (const Candidate* k : all_candidates()) {
     if (!is_canary(k->info()) || k->info().op != base.info().op) continue;
     ++canaries;
     GateReport rep = run_gate(base, *k, cases, policy, opt);
+    // Caught: no case MERGEs and the gate as a whole does not MERGE. A case that cannot be judged
+    // or is skipped (NOT_SUPPORTED) does not pass either.
     int caught = 0;
     std::string why;
     for (const GateRow& r : rep.rows) {
-      if (r.verdict == Verdict::REJECT) ++caught;
+      if (r.verdict != Verdict::MERGE) ++caught;
+      if (r.verdict == Verdict::SKIPPED && why.find("not supported") == std::string::npos)
+        why += (why.empty() ? "" : ", ") + std::string("not supported (nothing judged)");
       for (const Check& c : r.checks) {
         if (c.passed) continue;
         // "patch" carries the worker's finding ("INVALID: rule alias: ..."): show its first words.
@@ -227,10 +331,10 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
         if (why.find(tag) == std::string::npos) why += (why.empty() ? "" : ", ") + tag;
       }
     }
-    bool ok = caught == static_cast<int>(rep.rows.size());
+    bool ok = caught == static_cast<int>(rep.rows.size()) && rep.complete() && rep.verdict != Verdict::MERGE;
     if (!ok) ++missed;
-    std::cout << fmt::format("{:<26} {:<12} rejected on {}/{} cases  by: {}\n", k->name(), ok ? "CAUGHT" : "NOT CAUGHT",
-                             caught, rep.rows.size(), why.empty() ? "-" : why);
+    std::cout << fmt::format("{:<26} {:<12} rejected on {}/{} cases ({})  by: {}\n", k->name(), ok ? "CAUGHT" : "NOT CAUGHT",
+                             caught, rep.rows.size(), verdict_name(rep.verdict), why.empty() ? "-" : why);
   }
   std::cout << fmt::format("{} of {} canaries caught on suite {}\n", canaries - missed, canaries, g.s_suite);
   return missed == 0 && canaries > 0 ? 0 : 1;
@@ -329,13 +433,15 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->gate->add_option("--suite", g->suite, "a named suite (kda-gate, kda-gate-quick, ...)");
   g->gate->add_option("--case", g->cases, "a case string (repeatable)");
   g->gate->add_option("--policy", g->policy, "a policy TOML file (default: policies/default.toml, built in)");
-  g->gate->add_option("--claim", g->claim, "claimed speedup X: the interval's lower end must reach X - tolerance");
+  g->gate->add_option("--claim", g->claim, "claimed speedup X > 0: the interval's lower end must reach X - tolerance (not with --no-time)");
   g->gate->add_option("--out", g->out, "write verdict.json, verdict.md and junit.xml here");
   g->gate->add_option("--ref-tier", g->tier, "reference tier (default: the suite's, else dd)");
   g->gate->add_option("--save-failures", g->save_failures, "write inputs, reference and outputs of failing rows here");
   g->gate->add_flag("--no-time", g->no_time, "judge precision only");
   g->gate->add_flag("--resume", g->resume, "keep the cases already judged in --out DIR/verdict.json and judge the rest");
   g->gate->add_option("--threads", g->threads, "worker threads (default: all cores)");
+  g->gate->add_option("--timeout", g->timeout, "wall-clock limit per candidate worker run (its two check runs), seconds")
+      ->capture_default_str();
 
   g->bench = app.add_subcommand("bench", "throughput of candidates (precision verified first, in the same run)");
   g->bench->add_option("--candidate", g->b_candidates, "comma-separated candidates")->required();

@@ -11,7 +11,8 @@ namespace dg {
 
 struct GateCommands;
 std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app);
-// Runs the chosen verb and returns its exit code; -1 when none of these verbs was chosen.
+// Runs the chosen verb and returns its exit code; -1 when none of these verbs was chosen. gate's is
+// verdict_exit_code (harness/gate.h): 0 MERGE, 1 REJECT, 4 CANNOT_JUDGE, 5 INCOMPLETE.
 int run_gate_commands(GateCommands& g, const std::string& command_line);
 
 }  // namespace dg

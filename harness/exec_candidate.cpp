@@ -207,6 +207,10 @@ void run_exec(const std::string& name, const std::string& cmd, const Case& c, co
                                     shell_quote(out_path.string()));
   OutputTail out_tail, err_tail;
   int status = run_shell(command, out_tail, err_tail);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExecNotSupported) {   // "not this case": a NOT_SUPPORTED row
+    std::string tail = err_tail.text();
+    throw NotSupported(fmt::format("{}: does not support this case{}", name, tail.empty() ? "" : ": " + tail));
+  }
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     std::string how = WIFEXITED(status)
                           ? fmt::format("exited with code {}", WEXITSTATUS(status))

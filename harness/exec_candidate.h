@@ -20,7 +20,9 @@
 //   out.X.shape   X's shape as a JSON array ("[1,64,1,16]")
 // The program writes every output to {out}, with that shape; in that dtype, or in another float
 // dtype that driftgate converts (exactly when widening, one rounding when narrowing). It exits 0 on
-// success; on a nonzero exit, a signal, a missing output file, tensor or a wrong shape the row is
+// success, and 95 (kExecNotSupported, the value of candidate_abi.h's DG_NOT_SUPPORTED) when it does
+// not implement the case (a layout, varlen, a gate mode): the row is NOT_SUPPORTED with the tail of
+// its stderr, and the gate's policy decides whether the case is skipped. On any other nonzero exit, a signal, a missing output file, tensor or a wrong shape the row is
 // ERRORED with the exit status and the tail of the program's stderr. Its stdout and stderr never
 // reach driftgate's own. The files live in a fresh directory under $TMPDIR, removed afterwards.
 #pragma once
@@ -31,6 +33,9 @@
 #include "harness/registry.h"
 
 namespace dg {
+
+// The exit code of an exec program that does not support a case (candidate_abi.h DG_NOT_SUPPORTED).
+inline constexpr int kExecNotSupported = 95;
 
 // Registers the exec candidate of a spec NAME=CMD (split at the first '='; one pair of quotes
 // around CMD is removed). Throws InputError naming the problem: no '=', a bad NAME, no op prefix,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/digest.h"
 #include "harness/report.h"
 
 namespace dg {
@@ -42,7 +43,52 @@ std::string xml_escape(const std::string& s) {
 
 }  // namespace
 
-std::string_view verdict_name(Verdict v) { return v == Verdict::MERGE ? "MERGE" : "REJECT"; }
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::MERGE: return "MERGE";
+    case Verdict::REJECT: return "REJECT";
+    case Verdict::CANNOT_JUDGE: return "CANNOT_JUDGE";
+    case Verdict::INCOMPLETE: return "INCOMPLETE";
+    case Verdict::SKIPPED: return "SKIPPED";
+  }
+  return "?";
+}
+
+Verdict verdict_from_name(std::string_view s) {
+  for (Verdict v : {Verdict::MERGE, Verdict::REJECT, Verdict::CANNOT_JUDGE, Verdict::INCOMPLETE, Verdict::SKIPPED})
+    if (verdict_name(v) == s) return v;
+  throw std::invalid_argument(fmt::format("unknown verdict '{}'", s));
+}
+
+int verdict_exit_code(Verdict v) {
+  switch (v) {
+    case Verdict::MERGE: return 0;
+    case Verdict::REJECT: return 1;
+    case Verdict::CANNOT_JUDGE: return 4;
+    case Verdict::INCOMPLETE: return 5;
+    case Verdict::SKIPPED: return 4;   // never a whole gate's verdict; judged nothing
+  }
+  return 3;
+}
+
+std::string_view outcome_name(CheckOutcome o) {
+  switch (o) {
+    case CheckOutcome::judged: return "judged";
+    case CheckOutcome::errored: return "errored";
+    case CheckOutcome::skipped: return "skipped";
+  }
+  return "?";
+}
+
+namespace {
+
+CheckOutcome outcome_from_name(std::string_view s) {
+  for (CheckOutcome o : {CheckOutcome::judged, CheckOutcome::errored, CheckOutcome::skipped})
+    if (outcome_name(o) == s) return o;
+  throw std::invalid_argument(fmt::format("unknown check outcome '{}'", s));
+}
+
+}  // namespace
 
 std::string GateRow::reasons() const {
   std::string s;
@@ -51,18 +97,73 @@ std::string GateRow::reasons() const {
   return s;
 }
 
+namespace {
+
+// A record's own floor: the one verify judged it against (the policy's min_bits of the narrowest of
+// its formats, verify.h), or, for a record that carries none, the policy's min_bits of its outputs.
+double own_floor(const Record& r, const Policy& pol) {
+  if (r.min_bits > 0) return r.min_bits;
+  double f = 0;
+  for (const OutputResult& o : r.outputs) f = std::max(f, pol.min_bits_for(o.dtype));
+  return f;
+}
+
+// The first output of a record below `floor` bits or with NaN/Inf where the reference has none; ""
+// when there is none.
+std::string below_floor(const Record& r, double floor) {
+  for (const OutputResult& o : r.outputs) {
+    if (o.metrics.nonfinite_mismatch > 0)
+      return fmt::format("{}: {} NaN/Inf positions differ from the reference", o.name, o.metrics.nonfinite_mismatch);
+    if (o.metrics.bits < floor) return fmt::format("{}: {:.1f} bits < its floor {:.0f}", o.name, o.metrics.bits, floor);
+  }
+  return {};
+}
+
+}  // namespace
+
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive, const Policy& pol) {
   std::vector<Check> out;
+  // What the patch is judged against must itself be sound: a broken base or naive candidate makes
+  // the case CANNOT_JUDGE (case_verdict), never a looser limit for the patch.
   if (base.disposition != Disposition::PASSED) {
     out.push_back({"base", false, fmt::format("the base is {} ({}): nothing to judge against",
-                                              disposition_name(base.disposition), base.reason)});
+                                              disposition_name(base.disposition), base.reason), CheckOutcome::errored});
+    return out;
+  }
+  if (std::string why = below_floor(base, own_floor(base, pol)); !why.empty()) {
+    out.push_back({"base", false, "the base fails its own floor (" + why + "): nothing to judge against",
+                   CheckOutcome::errored});
+    return out;
+  }
+  if (naive && naive->disposition != Disposition::PASSED) {
+    out.push_back({"naive", false, fmt::format("the naive candidate {} is {} ({}): its error cannot set a limit",
+                                               naive->candidate, disposition_name(naive->disposition), naive->reason),
+                   CheckOutcome::errored});
+    return out;
+  }
+  if (naive) {
+    if (std::string why = below_floor(*naive, own_floor(*naive, pol)); !why.empty()) {
+      out.push_back({"naive", false,
+                     fmt::format("the naive candidate {} fails its own floor ({}): its error cannot set a limit",
+                                 naive->candidate, why),
+                     CheckOutcome::errored});
+      return out;
+    }
+  }
+  if (patch.disposition == Disposition::NOT_SUPPORTED) {
+    bool skip = pol.not_supported == "skip";
+    out.push_back({"patch", skip,
+                   fmt::format("NOT_SUPPORTED: {} (policy cases.not_supported = \"{}\")", patch.reason, pol.not_supported),
+                   skip ? CheckOutcome::skipped : CheckOutcome::judged});
     return out;
   }
   if (patch.disposition == Disposition::ERRORED || patch.disposition == Disposition::INVALID ||
-      patch.disposition == Disposition::NOT_SUPPORTED || patch.disposition == Disposition::SKIPPED) {
-    out.push_back({"patch", false, fmt::format("{}: {}", disposition_name(patch.disposition), patch.reason)});
+      patch.disposition == Disposition::SKIPPED) {
+    out.push_back({"patch", false, fmt::format("{}: {}", disposition_name(patch.disposition), patch.reason),
+                   patch.disposition == Disposition::ERRORED ? CheckOutcome::errored : CheckOutcome::judged});
     return out;
   }
+  const double patch_floor = own_floor(patch, pol);
   for (const OutputResult& b : base.outputs) {
     const OutputResult* p = find_output(patch, b.name);
     if (!p) {
@@ -75,9 +176,9 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
                        ? "no NaN/Inf where the reference has none"
                        : fmt::format("{} NaN/Inf positions differ from the reference (first at flat index {})",
                                      p->metrics.nonfinite_mismatch, p->metrics.first_mismatch)});
-    double min_bits = pol.min_bits_for(p->dtype);
-    out.push_back({"min_bits." + b.name, p->metrics.bits >= min_bits,
-                   fmt::format("{:.1f} bits, minimum {:.0f} for {}", p->metrics.bits, min_bits, name(p->dtype))});
+    out.push_back({"min_bits." + b.name, p->metrics.bits >= patch_floor,
+                   fmt::format("{:.1f} bits, minimum {:.0f} (the policy's min_bits of the patch's narrowest format)",
+                               p->metrics.bits, patch_floor)});
     for (const std::string& m : pol.metrics) {
       double eb = metric(b.metrics, m), ep = metric(p->metrics, m);
       double en = n ? metric(n->metrics, m) : 0.0;
@@ -99,6 +200,65 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
   return out;
 }
 
+Verdict case_verdict(const GateRow& row, const Policy& pol) {
+  for (const Check& c : row.checks)
+    if (!c.passed && (c.name == "base" || c.name == "naive")) return Verdict::CANNOT_JUDGE;
+  if (row.patch.disposition == Disposition::NOT_SUPPORTED && pol.not_supported == "skip") return Verdict::SKIPPED;
+  for (const Check& c : row.checks)
+    if (!c.passed) return Verdict::REJECT;
+  return Verdict::MERGE;
+}
+
+int GateReport::judged() const {
+  int n = 0;
+  for (const GateRow& g : rows) n += g.verdict == Verdict::MERGE || g.verdict == Verdict::REJECT;
+  return n;
+}
+
+int GateReport::cannot_judge() const {
+  int n = 0;
+  for (const GateRow& g : rows) n += g.verdict == Verdict::CANNOT_JUDGE;
+  return n;
+}
+
+int GateReport::skipped() const {
+  int n = 0;
+  for (const GateRow& g : rows) n += g.verdict == Verdict::SKIPPED;
+  return n;
+}
+
+Verdict gate_verdict(const GateReport& r) {
+  if (!r.complete()) return Verdict::INCOMPLETE;
+  bool reject = false, cannot = false, merge = false, patch_never_measured = !r.rows.empty();
+  for (const GateRow& g : r.rows) {
+    reject |= g.verdict == Verdict::REJECT;
+    cannot |= g.verdict == Verdict::CANNOT_JUDGE;
+    merge |= g.verdict == Verdict::MERGE;
+    if (g.patch.disposition != Disposition::ERRORED && g.patch.disposition != Disposition::NOT_SUPPORTED)
+      patch_never_measured = false;
+  }
+  if (patch_never_measured) return Verdict::CANNOT_JUDGE;
+  if (reject) return Verdict::REJECT;
+  if (cannot || !merge) return Verdict::CANNOT_JUDGE;
+  return Verdict::MERGE;
+}
+
+std::string verdict_text(const GateReport& r) {
+  Verdict v = gate_verdict(r);
+  std::string s(verdict_name(v));
+  if (v == Verdict::INCOMPLETE) return fmt::format("{} ({} of {} cases)", s, r.rows.size(), r.planned.size());
+  if (v == Verdict::MERGE && !r.timed) s += " (precision only)";
+  // Cases the patch does not support were not judged: a MERGE says how many, so it is never read
+  // as covering them.
+  if (v == Verdict::MERGE && r.skipped() > 0)
+    s += fmt::format(" ({} of {} cases not supported, skipped)", r.skipped(), r.planned.size());
+  return s;
+}
+
+std::string rows_digest(const nlohmann::json& rows, const nlohmann::json& resume_key) {
+  return sha256_hex("driftgate gate rows v1\n" + resume_key.dump() + "\n" + rows.dump());
+}
+
 std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, const Policy& pol) {
   std::vector<Check> out;
   out.push_back({"physical_bound", !s.below_physical_bound,
@@ -118,55 +278,98 @@ std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, 
   return out;
 }
 
-std::string gate_json(const GateReport& r) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const GateRow& g : r.rows) {
-    nlohmann::json checks = nlohmann::json::array();
-    for (const Check& c : g.checks) checks.push_back({{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}});
-    nlohmann::json row = {{"case", g.case_str}, {"verdict", verdict_name(g.verdict)}, {"checks", checks},
-                          {"base", to_json(g.base)}, {"patch", to_json(g.patch)}, {"reproduce", g.reproduce},
-                          {"reasons", g.reasons()}};
-    if (g.naive) row["naive"] = to_json(*g.naive);
-    if (g.speed) {
-      const SpeedRow& s = *g.speed;
-      row["speed"] = {{"speedup", s.estimate}, {"lo", s.lo}, {"hi", s.hi}, {"verdict", s.verdict},
-                      {"base_median_s", s.base_median_s}, {"patch_median_s", s.patch_median_s},
-                      {"noise_base", s.noise_base}, {"noise_patch", s.noise_patch},
-                      {"samples_base", s.samples_base}, {"samples_patch", s.samples_patch},
-                      {"mann_whitney_p", s.mann_whitney_p}, {"gflops_patch", s.gflops_patch},
-                      {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch},
-                      {"patch_on_device", s.patch_on_device}, {"patch_wall_median_s", s.patch_wall_median_s},
-                      {"patch_host_overhead", s.patch_host_overhead}};
-      if (s.patch_on_device) {
-        row["speed"]["patch_device"] = s.patch_device;
-        row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
-        row["speed"]["patch_throttled"] = s.patch_throttled;
-        row["speed"]["patch_low_clock"] = s.patch_low_clock;
-      }
-    } else {
-      row["speed"] = nullptr;
+namespace {
+
+nlohmann::json row_json(const GateRow& g) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const Check& c : g.checks)
+    checks.push_back({{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}, {"outcome", outcome_name(c.outcome)}});
+  nlohmann::json row = {{"case", g.case_str}, {"verdict", verdict_name(g.verdict)}, {"checks", checks},
+                        {"base", to_json(g.base)}, {"patch", to_json(g.patch)}, {"reproduce", g.reproduce},
+                        {"reasons", g.reasons()}, {"seconds", g.seconds}};
+  if (g.naive) row["naive"] = to_json(*g.naive);
+  if (g.speed) {
+    const SpeedRow& s = *g.speed;
+    row["speed"] = {{"speedup", s.estimate}, {"lo", s.lo}, {"hi", s.hi}, {"verdict", s.verdict},
+                    {"base_median_s", s.base_median_s}, {"patch_median_s", s.patch_median_s},
+                    {"noise_base", s.noise_base}, {"noise_patch", s.noise_patch},
+                    {"samples_base", s.samples_base}, {"samples_patch", s.samples_patch},
+                    {"mann_whitney_p", s.mann_whitney_p}, {"gflops_patch", s.gflops_patch},
+                    {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch},
+                    {"patch_on_device", s.patch_on_device}, {"patch_wall_median_s", s.patch_wall_median_s},
+                    {"patch_host_overhead", s.patch_host_overhead}};
+    if (s.patch_on_device) {
+      row["speed"]["patch_device"] = s.patch_device;
+      row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
+      row["speed"]["patch_throttled"] = s.patch_throttled;
+      row["speed"]["patch_low_clock"] = s.patch_low_clock;
     }
-    rows.push_back(row);
+  } else {
+    row["speed"] = nullptr;
   }
-  nlohmann::json j = {{"schema_version", kSchemaVersion}, {"kind", "gate"}, {"context", run_context(r.command)},
-                      {"base", r.base}, {"patch", r.patch}, {"policy", r.policy_source},
-                      {"claim", r.claim ? nlohmann::json(*r.claim) : nlohmann::json(nullptr)},
-                      {"verdict", verdict_name(r.verdict)}, {"rows", rows}};
+  return row;
+}
+
+nlohmann::json rows_json(const GateReport& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const GateRow& g : r.rows) rows.push_back(row_json(g));
+  return rows;
+}
+
+}  // namespace
+
+// verdict.json: the verdict and what it rests on first (a reader that stops after a few lines still
+// reads whether the run is complete and timed), then the rows. Key order is fixed (ordered_json).
+std::string gate_json(const GateReport& r) {
+  nlohmann::json rows = rows_json(r);
+  Verdict v = gate_verdict(r);
+  nlohmann::ordered_json j;
+  j["schema_version"] = kSchemaVersion;
+  j["kind"] = "gate";
+  j["verdict"] = verdict_name(v);
+  j["verdict_text"] = verdict_text(r);
+  j["exit_code"] = verdict_exit_code(v);
+  j["complete"] = r.complete();
+  j["timed"] = r.timed;
+  j["planned"] = r.planned.size();
+  j["judged"] = r.judged();
+  j["skipped"] = r.skipped();
+  j["cannot_judge"] = r.cannot_judge();
+  j["run_id"] = r.run_id;
+  j["rows_digest"] = rows_digest(rows, r.resume_key);
+  j["started_at"] = r.started_at;
+  j["seconds"] = r.seconds;
+  j["base"] = r.base;
+  j["patch"] = r.patch;
+  j["policy"] = r.policy_source;
+  j["claim"] = r.claim ? nlohmann::ordered_json(*r.claim) : nlohmann::ordered_json(nullptr);
+  j["cases"] = r.planned;
+  j["resume_key"] = nlohmann::ordered_json::parse(r.resume_key.dump());
+  j["context"] = nlohmann::ordered_json::parse(run_context(r.command).dump());
+  j["rows"] = nlohmann::ordered_json::parse(rows.dump());
   return j.dump(2) + "\n";
 }
 
 std::vector<GateRow> gate_rows_from_json(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text);
+  if (j.value("kind", "") != "gate") throw std::invalid_argument("not a gate verdict (kind is not \"gate\")");
+  if (!j.contains("rows_digest") || !j.contains("resume_key"))
+    throw std::invalid_argument("no rows_digest / resume_key (written by an older driftgate, or by hand)");
+  if (rows_digest(j.at("rows"), j.at("resume_key")) != j.at("rows_digest").get<std::string>())
+    throw std::invalid_argument("its rows do not match its rows_digest (edited after driftgate wrote them)");
   std::vector<GateRow> rows;
   for (const auto& r : j.at("rows")) {
     GateRow g;
     g.case_str = r.at("case");
-    g.verdict = r.at("verdict") == "MERGE" ? Verdict::MERGE : Verdict::REJECT;
+    g.verdict = verdict_from_name(r.at("verdict").get<std::string>());
     g.reproduce = r.at("reproduce");
+    g.seconds = r.value("seconds", 0.0);
     g.base = record_from_json(r.at("base"));
     g.patch = record_from_json(r.at("patch"));
     if (r.contains("naive")) g.naive = record_from_json(r.at("naive"));
-    for (const auto& c : r.at("checks")) g.checks.push_back({c.at("name"), c.at("passed"), c.at("detail")});
+    for (const auto& c : r.at("checks"))
+      g.checks.push_back({c.at("name"), c.at("passed"), c.at("detail"),
+                          outcome_from_name(c.value("outcome", std::string("judged")))});
     if (!r.at("speed").is_null()) {
       const auto& s = r.at("speed");
       SpeedRow sp;
@@ -199,9 +402,12 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
 }
 
 std::string gate_markdown(const GateReport& r) {
-  std::string s = fmt::format("# driftgate gate: {}\n\nbase `{}`, patch `{}`, policy `{}`{}\n\n", verdict_name(r.verdict),
-                              r.base, r.patch, r.policy_source,
-                              r.claim ? fmt::format(", claimed speedup {:.2f}x", *r.claim) : "");
+  nlohmann::json rows = rows_json(r);
+  std::string s = fmt::format("# driftgate gate: {}\n\nbase `{}`, patch `{}`, policy `{}`{}\n\n", verdict_text(r), r.base,
+                              r.patch, r.policy_source, r.claim ? fmt::format(", claimed speedup {:.2f}x", *r.claim) : "");
+  s += fmt::format("{} of {} cases judged, {} skipped, {} could not be judged{}{}; run `{}`, rows digest `{}`\n\n",
+                   r.judged(), r.planned.size(), r.skipped(), r.cannot_judge(), r.complete() ? "" : ": INCOMPLETE, the gate stopped before the other cases",
+                   r.timed ? "" : "; throughput not timed (--no-time)", r.run_id, rows_digest(rows, r.resume_key));
   s += "| case | base bits | patch bits | delta bits | max ULP | drift exp (base/patch) | speedup [interval] | verdict |\n";
   s += "|---|---|---|---|---|---|---|---|\n";
   for (const GateRow& g : r.rows) {
@@ -221,34 +427,79 @@ std::string gate_markdown(const GateReport& r) {
     s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | **{}** |\n", g.case_str, bb, pb, db, ulp_s, drift, speed,
                      verdict_name(g.verdict));
   }
+  for (size_t i = r.rows.size(); i < r.planned.size(); ++i)
+    s += fmt::format("| `{}` | - | - | - | - | - | - | **not judged yet** |\n", r.planned[i]);
   bool any = false;
   for (const GateRow& g : r.rows) {
     if (g.verdict == Verdict::MERGE) continue;
     if (!any) s += "\n## Why\n\n";
     any = true;
-    s += fmt::format("- `{}`: {}\n  - reproduce: `{}`\n", g.case_str, g.reasons(), g.reproduce);
+    s += fmt::format("- `{}` ({}): {}\n  - reproduce: `{}`\n", g.case_str, verdict_name(g.verdict), g.reasons(), g.reproduce);
   }
   return s;
 }
 
+// JUnit XML in the structure of the Jenkins xUnit plugin's junit-10.xsd (tests/junit/junit-10.xsd):
+// testsuites > testsuite (name, tests, failures, errors, skipped, time, timestamp) > properties,
+// testcase (classname, name, time) with <skipped>, <error> or <failure>. One testcase per case and
+// check (a case's wall time on its first check), one "not judged yet" per planned case without a
+// row, and one for the gate's verdict: a failure on REJECT, an error on CANNOT_JUDGE or INCOMPLETE.
 std::string gate_junit(const GateReport& r) {
-  int tests = 0, failures = 0;
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
   std::string body;
+  auto testcase = [&](const std::string& classname, const std::string& name, double seconds, const std::string& inner) {
+    ++tests;
+    body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">{}</testcase>\n", xml_escape(classname),
+                        xml_escape(name), seconds, inner);
+  };
   for (const GateRow& g : r.rows) {
+    bool first = true;
     for (const Check& c : g.checks) {
-      ++tests;
-      body += fmt::format("    <testcase classname=\"{}\" name=\"{}\">", xml_escape(g.case_str), xml_escape(c.name));
-      if (!c.passed) {
+      std::string inner;
+      if (c.outcome == CheckOutcome::skipped) {
+        ++skipped;
+        inner = fmt::format("<skipped message=\"{}\"/>", xml_escape(c.detail));
+      } else if (c.outcome == CheckOutcome::errored && !c.passed) {
+        ++errors;
+        inner = fmt::format("<error message=\"{}\">{}</error>", xml_escape(c.detail), xml_escape("reproduce: " + g.reproduce));
+      } else if (!c.passed) {
         ++failures;
-        body += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(c.detail),
+        inner = fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(c.detail),
                             xml_escape("reproduce: " + g.reproduce));
       }
-      body += "</testcase>\n";
+      testcase(g.case_str, c.name, first ? g.seconds : 0.0, inner);
+      first = false;
     }
   }
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"driftgate gate {} vs {}\" "
-                     "tests=\"{}\" failures=\"{}\">\n{}  </testsuite>\n</testsuites>\n",
-                     xml_escape(r.patch), xml_escape(r.base), tests, failures, body);
+  for (size_t i = r.rows.size(); i < r.planned.size(); ++i) {
+    ++skipped;
+    testcase(r.planned[i], "not_judged", 0.0, "<skipped message=\"not judged yet: the gate stopped before this case\"/>");
+  }
+  Verdict v = gate_verdict(r);
+  std::string inner;
+  std::string what = fmt::format("{}: {} of {} cases judged, {} skipped, {} could not be judged", verdict_text(r),
+                                 r.judged(), r.planned.size(), r.skipped(), r.cannot_judge());
+  if (v == Verdict::REJECT) {
+    ++failures;
+    inner = fmt::format("<failure message=\"{}\"/>", xml_escape(what));
+  } else if (v != Verdict::MERGE) {
+    ++errors;
+    inner = fmt::format("<error message=\"{}\"/>", xml_escape(what));
+  }
+  testcase("driftgate.gate", "verdict", r.seconds, inner);
+  std::string props = fmt::format(
+      "    <properties>\n      <property name=\"verdict\" value=\"{}\"/>\n      <property name=\"complete\" value=\"{}\"/>\n"
+      "      <property name=\"timed\" value=\"{}\"/>\n      <property name=\"run_id\" value=\"{}\"/>\n"
+      "      <property name=\"rows_digest\" value=\"{}\"/>\n    </properties>\n",
+      verdict_name(v), r.complete() ? "true" : "false", r.timed ? "true" : "false", xml_escape(r.run_id),
+      rows_digest(rows_json(r), r.resume_key));
+  std::string name = xml_escape(fmt::format("driftgate gate {} vs {}", r.patch, r.base));
+  // junit-10.xsd: <testsuites> has no skipped attribute; <testsuite> has.
+  std::string counts = fmt::format("tests=\"{}\" failures=\"{}\" errors=\"{}\"", tests, failures, errors);
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"{0}\" {1} time=\"{5:.3f}\">\n"
+                     "  <testsuite name=\"{0}\" {1} skipped=\"{6}\" time=\"{5:.3f}\" timestamp=\"{2}\">\n{3}{4}"
+                     "  </testsuite>\n</testsuites>\n",
+                     name, counts, xml_escape(r.started_at), props, body, r.seconds, skipped);
 }
 
 }  // namespace dg

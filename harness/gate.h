@@ -1,25 +1,54 @@
 // driftgate gate: one verdict on a patch. Precision and throughput of a base and a patch on the same
-// inputs, judged by a Policy, per case; MERGE only when every case passes every check.
+// inputs, judged by a Policy, per case; MERGE only when every case that was judged passes every
+// check, at least one case was judged, and every planned case has a row.
+//
+// Verdicts (of a case, and of the whole gate), with the gate's exit code:
+//   MERGE         0  every check passed
+//   REJECT        1  a check failed: the patch is worse, slower, broke a rule, crashed or hung
+//   CANNOT_JUDGE  4  nothing trustworthy to judge against: the base or the policy's naive
+//                    candidate is not PASSED or fails its own floor on a case (its error never
+//                    relaxes the patch's limit); or the patch is NOT_SUPPORTED or ERRORED on every
+//                    case; or no case was judged
+//   INCOMPLETE    5  the gate stopped before every planned case had a row (killed, interrupted):
+//                    verdict.json says so until `gate --resume` completes it
+//   SKIPPED       -  (cases only) the patch answered NOT_SUPPORTED and the policy skips such cases
+// Precedence for the whole gate (gate_verdict): INCOMPLETE > REJECT > CANNOT_JUDGE > MERGE, except
+// that a patch which is ERRORED or NOT_SUPPORTED on every case is CANNOT_JUDGE: nothing about it was
+// measured. A case that cannot be judged is never MERGE; a numerical REJECT on any case is REJECT
+// whatever the other cases are.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/policy.h"
 #include "harness/verify.h"
 
 namespace dg {
 
-enum class Verdict : uint8_t { MERGE, REJECT };
+enum class Verdict : uint8_t { MERGE, REJECT, CANNOT_JUDGE, INCOMPLETE, SKIPPED };
 std::string_view verdict_name(Verdict v);
+// The inverse of verdict_name; throws std::invalid_argument for an unknown name.
+Verdict verdict_from_name(std::string_view s);
+// The exit code of `driftgate gate` for a verdict (MERGE 0, REJECT 1, CANNOT_JUDGE 4, INCOMPLETE 5).
+int verdict_exit_code(Verdict v);
+
+// How a check ended: judged (passed or failed by the rule), errored (the thing to judge could not
+// be measured: a crash while timed, a broken base), skipped (not applied: --no-time, a precision
+// failure before timing, a case the patch does not support). JUnit: <failure>, <error>, <skipped>.
+enum class CheckOutcome : uint8_t { judged, errored, skipped };
+std::string_view outcome_name(CheckOutcome o);
 
 // One rule applied to one case: "nonfinite", "min_bits.o", "precision.o.rms", "drift.o",
-// "throughput", "claim", "base", "patch".
+// "throughput", "claim", "timing", "base", "naive", "patch".
 struct Check {
   std::string name;
   bool passed = false;
   std::string detail;   // the numbers behind the decision, and the reason when it fails
+  CheckOutcome outcome = CheckOutcome::judged;
 };
 
 // Throughput of a case: the speedup of patch over base with its interval and verdict.
@@ -50,6 +79,7 @@ struct GateRow {
   std::optional<SpeedRow> speed;
   Verdict verdict = Verdict::REJECT;
   std::string reproduce;
+  double seconds = 0;                    // wall time the case took (verify and timing)
   std::string reasons() const;           // every failed check, "; "-joined
 };
 
@@ -59,21 +89,51 @@ struct GateRow {
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive,
                                     const Policy& policy);
 
+// A case's verdict from its checks and records (the one place a case is judged):
+//   base or naive not PASSED, or below its own floor (Record::min_bits)     CANNOT_JUDGE
+//   patch NOT_SUPPORTED and policy.not_supported == "skip"                  SKIPPED
+//   any judged or errored check failed                                      REJECT
+//   otherwise                                                               MERGE
+Verdict case_verdict(const GateRow& row, const Policy& policy);
+
 // The throughput checks: SLOWER rejects; with a claim, the interval's lower end must reach
 // claim - tolerance; a time below the op's physical bound is INVALID.
 std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, const Policy& policy);
 
 struct GateReport {
   std::vector<GateRow> rows;
-  Verdict verdict = Verdict::REJECT;
+  Verdict verdict = Verdict::INCOMPLETE;
   std::string base, patch, policy_source, command;
   std::optional<double> claim;
+  bool timed = true;                     // false: --no-time, precision only
+  std::vector<std::string> planned;      // every case the gate was asked to judge, in order
+  std::string run_id;                    // one per driftgate process; the same in all three files
+  // What a resumed gate must match (options, policy contents, tier, cases, binary, plugins): the
+  // object written as "resume_key" and its SHA-256 (harness/digest.h).
+  nlohmann::json resume_key = nlohmann::json::object();
+  std::string started_at;                // UTC, ISO 8601
+  double seconds = 0;                    // wall time so far
+  bool complete() const { return rows.size() >= planned.size(); }
+  int judged() const;                    // rows whose verdict is MERGE or REJECT
+  int skipped() const;                   // rows SKIPPED (NOT_SUPPORTED under "skip")
+  int cannot_judge() const;              // rows CANNOT_JUDGE
 };
 
+// The whole gate's verdict from its rows and plan (precedence in the comment at the top).
+Verdict gate_verdict(const GateReport& r);
+// "MERGE", or "MERGE (precision only)" when not timed, "MERGE (2 of 4 cases not supported,
+// skipped)", or "INCOMPLETE (3 of 14 cases)".
+std::string verdict_text(const GateReport& r);
+// SHA-256 of the rows' canonical JSON and the resume key: verdict.json's "rows_digest". A row
+// edited by hand no longer matches, and `gate --resume` refuses the file.
+std::string rows_digest(const nlohmann::json& rows, const nlohmann::json& resume_key);
+
 // Renderers of a report: versioned JSON, the Markdown table a person reads, JUnit XML (one test case
-// per case and check).
+// per case and check, and one for the verdict). They read the report and nothing else; all three
+// carry the run id and the rows digest, so a reader can tell they belong together.
 std::string gate_json(const GateReport& r);
-// The rows of a verdict.json written by gate_json (for --resume); throws on a malformed file.
+// The rows of a verdict.json written by gate_json (for --resume); throws on a malformed file or
+// one whose rows_digest does not match its rows and resume_key.
 std::vector<GateRow> gate_rows_from_json(const std::string& text);
 std::string gate_markdown(const GateReport& r);
 std::string gate_junit(const GateReport& r);

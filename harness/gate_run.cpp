@@ -1,44 +1,103 @@
 #include "harness/gate_run.h"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <filesystem>
+#include <iostream>
+#include <random>
 
 #include <fmt/format.h>
 
 #include "harness/report.h"
 
 namespace dg {
+namespace {
+
+std::string new_run_id() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  std::string q;
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return "'" + q + "'";
+}
+
+}  // namespace
 
 void write_gate_files(const std::string& dir, const GateReport& r) {
   std::filesystem::create_directories(dir);
-  write_file_atomic(dir + "/verdict.json", gate_json(r));
+  // verdict.json last (gate_run.h): a reader that finds it finds the other two of the same run.
   write_file_atomic(dir + "/verdict.md", gate_markdown(r));
   write_file_atomic(dir + "/junit.xml", gate_junit(r));
+  write_file_atomic(dir + "/verdict.json", gate_json(r));
+}
+
+double timing_wall_seconds(const Policy& policy, const Record& base, const Record& patch) {
+  return 2 * policy.max_time_s + 10 + 10 * (base.seconds + patch.seconds);
+}
+
+std::string gate_reproduce(const std::string& base, const std::string& patch, const Case& c, const Policy& policy,
+                           const GateOptions& opt) {
+  std::string s = fmt::format("driftgate gate --base {} --patch {} --case {} --ref-tier {}", base, patch, quoted(c.str()),
+                              tier_name(opt.tier));
+  if (policy.source != "default") s += " --policy " + quoted(std::filesystem::absolute(policy.source).string());
+  if (opt.claim) s += fmt::format(" --claim {}", *opt.claim);
+  if (!opt.time) s += " --no-time";
+  if (opt.timeout_given) s += fmt::format(" --timeout {}", opt.wall_seconds);
+  if (opt.threads > 0) s += fmt::format(" --threads {}", opt.threads);
+  return s + outside_args_text(opt.worker_args);
 }
 
 GateReport run_gate(const Candidate& base, const Candidate& patch, const std::vector<Case>& cases,
                     const Policy& policy, const GateOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   GateReport rep;
   rep.base = base.name();
   rep.patch = patch.name();
   rep.policy_source = policy.source;
   rep.command = opt.command;
   rep.claim = opt.claim;
-  for (const Case& c : cases) {
+  rep.timed = opt.time;
+  rep.run_id = new_run_id();
+  rep.started_at = utc_now();
+  rep.resume_key = opt.resume_key;
+  for (const Case& c : cases) rep.planned.push_back(c.str());
+  auto finish = [&] {
+    rep.seconds = elapsed();
+    rep.verdict = gate_verdict(rep);
+    if (!opt.out_dir.empty()) write_gate_files(opt.out_dir, rep);
+  };
+  // The plan is on disk before the first case runs: a gate killed now reads INCOMPLETE (0 of n). A
+  // resumed gate leaves the file it resumes in place until it has a row more to write.
+  if (opt.prior_rows.empty()) finish();
+  int measured = 0;
+  double measured_seconds = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
     auto prior = std::find_if(opt.prior_rows.begin(), opt.prior_rows.end(),
                               [&](const GateRow& g) { return g.case_str == c.str(); });
     if (prior != opt.prior_rows.end()) {
       rep.rows.push_back(*prior);
-      rep.verdict = std::all_of(rep.rows.begin(), rep.rows.end(), [](const GateRow& g) { return g.verdict == Verdict::MERGE; })
-                        ? Verdict::MERGE
-                        : Verdict::REJECT;
       continue;
     }
+    if (opt.progress) std::cerr << fmt::format("[{}/{}] {} ...\n", i + 1, cases.size(), c.str()) << std::flush;
+    const double case_t0 = elapsed();
     GateRow row;
     row.case_str = c.str();
-    row.reproduce = fmt::format("driftgate gate --base {} --patch {} --case '{}'{}{}", base.name(), patch.name(), c.str(),
-                                policy.source == "default" ? "" : " --policy " + policy.source,
-                                outside_args_text(opt.worker_args));
+    row.reproduce = gate_reproduce(base.name(), patch.name(), c, policy, opt);
     std::vector<const Candidate*> cands = {&base, &patch};
     std::string naive_name = policy.naive_for(c.op(), base.info().output_dtype);
     const Candidate* naive = naive_name.empty() ? nullptr : find_candidate(naive_name);
@@ -48,7 +107,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     VerifyOptions vo;
     vo.tier = opt.tier;
     vo.save_failures_dir = opt.save_failures_dir;
-    vo.min_bits = 0;   // the policy judges, not the verify floor
+    vo.floor_policy = &policy;   // one floor: the policy's min_bits, as verify uses the default policy's
     vo.isolate = opt.isolate;
     vo.worker_runs = 2;
     vo.worker_args = opt.worker_args;
@@ -65,27 +124,65 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
       naive_rec = &*row.naive;
     }
     row.checks = precision_checks(row.base, row.patch, naive_rec, policy);
-    bool precise = std::all_of(row.checks.begin(), row.checks.end(), [](const Check& k) { return k.passed; });
+    bool precise = std::all_of(row.checks.begin(), row.checks.end(),
+                               [](const Check& k) { return k.passed && k.outcome == CheckOutcome::judged; });
     // No speed is measured, let alone shown, for a patch that failed precision.
     if (precise && opt.time && opt.time_case) {
-      row.speed = opt.time_case(base, patch, c, policy);
-      for (Check& k : speed_checks(*row.speed, opt.claim, policy)) row.checks.push_back(std::move(k));
+      const double wall = timing_wall_seconds(policy, row.base, row.patch);
+      try {
+        row.speed = opt.time_case(base, patch, c, policy, wall);
+        for (Check& k : speed_checks(*row.speed, opt.claim, policy)) row.checks.push_back(std::move(k));
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& e) {
+        // Which one failed while timed? The base alone, briefly: a base that fails leaves nothing
+        // to judge against; otherwise the fault is the patch's.
+        std::string base_fault;
+        if (opt.time_alone) {
+          try {
+            opt.time_alone(base, c, wall);
+          } catch (const InputError&) {
+            throw;
+          } catch (const std::exception& eb) {
+            base_fault = eb.what();
+          }
+        }
+        if (!base_fault.empty())
+          row.checks.push_back({"base", false, "the base failed while timed: " + base_fault, CheckOutcome::errored});
+        else
+          row.checks.push_back({"timing", false, fmt::format("ERRORED while timed (wall limit {:.0f} s): {}", wall, e.what()),
+                                CheckOutcome::errored});
+      }
+    } else {
+      row.checks.push_back({"throughput", true,
+                            !opt.time ? "not timed (--no-time): precision only"
+                                      : "not timed: the case did not pass precision",
+                            CheckOutcome::skipped});
     }
-    bool ok = std::all_of(row.checks.begin(), row.checks.end(), [](const Check& k) { return k.passed; });
-    row.verdict = ok ? Verdict::MERGE : Verdict::REJECT;
+    row.verdict = case_verdict(row, policy);
     // A case the policy rejected although the patch ran cleanly: save its inputs, reference and the
-    // patch's outputs too (verify saved the ones that crashed or broke a rule).
-    if (!ok && !opt.save_failures_dir.empty() && row.patch.disposition == Disposition::PASSED) {
+    // patch's outputs too (verify saved the ones that crashed or broke a rule), with the gate's
+    // disposition and reasons in the file, not verify's.
+    if (row.verdict == Verdict::REJECT && !opt.save_failures_dir.empty() && row.patch.disposition == Disposition::PASSED) {
       VerifyOptions save = vo;
       save.save_every_row = true;
+      save.save_meta = {{"disposition", "REJECT"}, {"reason", row.reasons()}, {"judged_by", "driftgate gate"}};
       verify_case(c, {&patch}, save);
     }
+    row.seconds = elapsed() - case_t0;
     rep.rows.push_back(std::move(row));
-    rep.verdict = std::all_of(rep.rows.begin(), rep.rows.end(), [](const GateRow& g) { return g.verdict == Verdict::MERGE; })
-                      ? Verdict::MERGE
-                      : Verdict::REJECT;
-    if (!opt.out_dir.empty()) write_gate_files(opt.out_dir, rep);
+    finish();
+    ++measured;
+    measured_seconds += rep.rows.back().seconds;
+    if (opt.progress) {
+      size_t left = cases.size() - i - 1;
+      std::cerr << fmt::format("[{}/{}] {} {} in {:.1f}s; elapsed {:.1f}s, ETA {:.0f}s\n", i + 1, cases.size(),
+                               verdict_name(rep.rows.back().verdict), c.str(), rep.rows.back().seconds, elapsed(),
+                               measured ? measured_seconds / measured * static_cast<double>(left) : 0.0)
+                << std::flush;
+    }
   }
+  finish();
   return rep;
 }
 

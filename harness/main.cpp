@@ -1,5 +1,6 @@
 // driftgate: the command line. Exit codes everywhere: 0 pass, 1 fail, 2 bad usage or bad input
-// (the message names the problem), 3 internal harness error.
+// (the message names the problem), 3 internal harness error; gate adds 4 CANNOT_JUDGE and 5
+// INCOMPLETE (harness/gate.h).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "datasets/suites.h"
 #include "harness/cli_gate.h"
+#include "harness/digest.h"
 #include "harness/exec_candidate.h"
 #include "harness/plugin.h"
 #include "harness/report.h"
@@ -121,6 +123,28 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
       throw InputError(fmt::format("--json: directory '{}' does not exist", dir.string()));
   }
 
+  // What a resumed run must match: options, cases, inputs, the binary and the outside candidates.
+  // Written into --json with a digest over it and the rows, so a file edited by hand, or written by
+  // another command, is refused instead of resumed.
+  nlohmann::json case_list = nlohmann::json::array();
+  for (const Case& c : cases) case_list.push_back(c.str());
+  const nlohmann::json resume_key = {{"kind", "verify"},
+                                     {"candidates", a.candidates},
+                                     {"cases", case_list},
+                                     {"tier", tier_name(opt.tier)},
+                                     {"certify", opt.certify},
+                                     {"min_bits", opt.min_bits ? nlohmann::json(*opt.min_bits) : nlohmann::json(nullptr)},
+                                     {"isolate", opt.isolate},
+                                     {"runs", opt.worker_runs},
+                                     {"timeout", opt.wall_seconds},
+                                     {"threads", a.threads},
+                                     {"inputs", a.inputs.empty() ? std::string() : file_sha256(a.inputs)},
+                                     {"binary_sha256", self_exe_sha256()},
+                                     {"outside", outside_json(opt.worker_args)}};
+  auto records_digest = [&](const nlohmann::json& rows, const nlohmann::json& key) {
+    return sha256_hex("driftgate verify rows v1\n" + key.dump() + "\n" + rows.dump());
+  };
+
   // --resume: rows of a previous, interrupted run of the same command are kept, their cases skipped.
   nlohmann::json prior = nlohmann::json::array();
   std::set<std::pair<std::string, std::string>> done;
@@ -132,6 +156,18 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
       try {
         std::ifstream f(a.json);
         old = nlohmann::json::parse(f);
+      } catch (const std::exception& e) {
+        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
+      }
+      if (!old.is_object() || !old.contains("records"))
+        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file (no records)", a.json));
+      if (std::string d = resume_key_difference(old.value("resume_key", nlohmann::json()), resume_key); !d.empty())
+        throw InputError(fmt::format("--resume: {} was written by another run: {}", a.json, d));
+      if (old.value("rows_digest", "") != records_digest(old.at("records"), old.at("resume_key")))
+        throw InputError(fmt::format("--resume: {} cannot be resumed: its records do not match its rows_digest "
+                                     "(edited after driftgate wrote them)",
+                                     a.json));
+      try {
         for (const auto& r : old.at("records")) {
           done.insert({r.at("case").get<std::string>(), r.at("candidate").get<std::string>()});
           std::string d = r.at("disposition");
@@ -148,6 +184,8 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
     nlohmann::json rows = prior;
     for (auto& r : j["records"]) rows.push_back(r);
     j["records"] = rows;
+    j["resume_key"] = resume_key;
+    j["rows_digest"] = records_digest(rows, resume_key);
     write_file_atomic(a.json, j.dump(2) + "\n");
   };
 

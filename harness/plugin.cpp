@@ -107,6 +107,11 @@ RunFn plugin_run(Plugin* plugin, std::string candidate) {
       }
     }
     error.back() = '\0';
+    if (rc == DG_NOT_SUPPORTED) {   // the candidate's documented "not this case": a NOT_SUPPORTED row
+      std::string msg = error.data();
+      throw NotSupported(msg.empty() ? fmt::format("{}: does not support this case (driftgate_run returned DG_NOT_SUPPORTED)", candidate)
+                                     : msg);
+    }
     if (rc != 0) {
       std::string msg = error.data();
       if (msg.empty()) msg = fmt::format("{}: driftgate_run failed without a message", candidate);

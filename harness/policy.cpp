@@ -86,6 +86,17 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
         else if (name == "claim_tolerance") p.claim_tolerance = positive(tn, source, full);
         else fail(source, fmt::format("unknown key '{}'", full));
       }
+    } else if (key == "cases") {
+      const toml::table* t = node.as_table();
+      if (!t) fail(source, "[cases] must be a table");
+      for (const auto& [ck, cn] : *t) {
+        std::string name(ck.str());
+        if (name != "not_supported") fail(source, fmt::format("unknown key 'cases.{}'", name));
+        auto v = cn.value<std::string>();
+        if (!v || (*v != "skip" && *v != "reject"))
+          fail(source, "'cases.not_supported' must be \"skip\" or \"reject\"");
+        p.not_supported = *v;
+      }
     } else {
       fail(source, fmt::format("unknown table or key '{}'", key));
     }

@@ -26,6 +26,10 @@ struct Policy {
   double max_time_s = 20;
   double target_halfwidth = 0.01;
   double claim_tolerance = 0.02;
+  // cases ([cases] in TOML): what a case the patch answers NOT_SUPPORTED for counts as.
+  //   "skip"    not judged (SKIPPED); at least one case of the gate must still be judged
+  //   "reject"  the case is a REJECT
+  std::string not_supported = "skip";
 
   std::string source;   // where it was read from
 

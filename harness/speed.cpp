@@ -52,7 +52,7 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
 }
 
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
-                       const MachineLimits& m, const std::vector<std::string>& extra_args) {
+                       const MachineLimits& m, const std::vector<std::string>& extra_args, double wall_seconds) {
   TimingRequest req;
   req.candidates = {base.name(), patch.name()};
   req.case_str = c.str();
@@ -60,6 +60,7 @@ SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case
   req.confidence = p.confidence;
   req.target_halfwidth = p.target_halfwidth;
   req.extra_args = extra_args;
+  req.wall_seconds = wall_seconds;
   return speed_row(time_in_worker(req), c, p, m);
 }
 

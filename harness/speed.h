@@ -40,8 +40,11 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
 // The SpeedRow of two candidates' samples (base first, patch second).
 SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m);
 
-// Timing runs in a worker process (harness/timing_worker.h); extra_args are forwarded to it.
+// Timing runs in a worker process (harness/timing_worker.h); extra_args are forwarded to it. The
+// worker is killed after wall_seconds (0: TimingRequest's default); a worker that crashes, hangs or
+// fails throws std::runtime_error with its status, which the gate turns into an ERRORED check.
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
-                       const MachineLimits& m, const std::vector<std::string>& extra_args = {});
+                       const MachineLimits& m, const std::vector<std::string>& extra_args = {},
+                       double wall_seconds = 0);
 
 }  // namespace dg

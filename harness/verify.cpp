@@ -25,7 +25,7 @@ std::string sanitize(const std::string& s) {
 }
 
 void save_failure(const std::string& dir, const Case& c, const Record& rec, const TensorMap& in,
-                  const RefOutputs& ref, const TensorMap* out) {
+                  const RefOutputs& ref, const TensorMap* out, const std::map<std::string, std::string>& extra = {}) {
   std::filesystem::create_directories(dir);
   TensorMap all = in;
   for (const auto& [name, values] : ref) {
@@ -40,6 +40,7 @@ void save_failure(const std::string& dir, const Case& c, const Record& rec, cons
                                              {"tier", std::string(tier_name(rec.tier))},
                                              {"disposition", std::string(disposition_name(rec.disposition))},
                                              {"reason", rec.reason}};
+  for (const auto& [k, v] : extra) meta[k] = v;
   write_safetensors(dir + "/" + sanitize(c.str()) + "__" + rec.candidate + ".safetensors", all, meta);
 }
 
@@ -71,18 +72,23 @@ const OutputResult* state_output(const Record& r) {
   return nullptr;
 }
 
-double verify_floor_bits(DType format) {
-  switch (format) {
-    case DType::f64: return 40;
-    case DType::f32: return 12;
-    case DType::tf32: return 6;
-    case DType::f16: return 6;
-    case DType::bf16: return 5;
-    case DType::e4m3: return 2;
-    case DType::e5m2: return 1;
-    default: return 0;
-  }
+double verify_floor_bits(DType format) { return default_policy().min_bits_for(format); }
+
+double candidate_floor_bits(const Policy& policy, const CandidateInfo& ci) {
+  return std::min({policy.min_bits_for(ci.input_dtype), policy.min_bits_for(ci.state_dtype),
+                   policy.min_bits_for(ci.output_dtype)});
 }
+
+namespace {
+
+// " --threads N" when the worker args carry a thread budget, for reproduce commands.
+std::string threads_text(const std::vector<std::string>& args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--threads") return " --threads " + args[i + 1];
+  return {};
+}
+
+}  // namespace
 
 std::string outside_args_text(const std::vector<std::string>& args) {
   std::string s;
@@ -149,12 +155,16 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.tier = opt.tier;
     rec.flops = op->flops(c);
     rec.bytes = op->bytes(c, cand->info().storage());
-    rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}{}", cand->name(), c.str(),
-                                tier_name(opt.tier), opt.certify ? " --certify" : "", outside_args_text(opt.worker_args));
+    rec.reproduce = fmt::format("driftgate verify --candidate {} --case '{}' --ref-tier {}{}{}{}{}{}", cand->name(), c.str(),
+                                tier_name(opt.tier), opt.certify ? " --certify" : "",
+                                opt.min_bits ? fmt::format(" --min-bits {}", *opt.min_bits) : "",
+                                opt.isolate && opt.worker_runs != 1 ? fmt::format(" --runs {}", opt.worker_runs) : "",
+                                opt.isolate && opt.wall_seconds != 600 ? fmt::format(" --timeout {}", opt.wall_seconds) : "",
+                                threads_text(opt.worker_args) + outside_args_text(opt.worker_args));
     // A candidate is held to the floor of the narrowest format it declares (a bf16 state limits o).
     const CandidateInfo& ci = cand->info();
-    rec.min_bits = opt.min_bits.value_or(std::min({verify_floor_bits(ci.input_dtype), verify_floor_bits(ci.state_dtype),
-                                                   verify_floor_bits(ci.output_dtype)}));
+    rec.min_bits =
+        opt.min_bits.value_or(candidate_floor_bits(opt.floor_policy ? *opt.floor_policy : default_policy(), ci));
     if (cert) rec.cert = Certificate{*cert, certified_for(cert->ref_bits, ci.output_dtype)};
     if (cand->info().op != c.op()) {
       rec.disposition = Disposition::SKIPPED;
@@ -235,7 +245,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     rec.disposition = problems.empty() ? Disposition::PASSED : Disposition::INCORRECT;
     for (const std::string& s : problems) rec.reason += (rec.reason.empty() ? "" : "; ") + s;
     if ((rec.disposition != Disposition::PASSED || opt.save_every_row) && !opt.save_failures_dir.empty())
-      save_failure(opt.save_failures_dir, c, rec, in, reference(), &out);
+      save_failure(opt.save_failures_dir, c, rec, in, reference(), &out, opt.save_meta);
     records.push_back(std::move(rec));
   }
   reference();   // joins the reference thread (and rethrows its error) before its time is read

@@ -2,12 +2,14 @@
 // and turn it into one Record per (case, candidate).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/case.h"
 #include "harness/metrics.h"
+#include "harness/policy.h"
 #include "harness/registry.h"
 #include "reference/real/tier.h"
 
@@ -52,11 +54,15 @@ struct Record {
 const OutputResult* primary_output(const Record& r);
 const OutputResult* state_output(const Record& r);
 
-// The verify floor: the fewest bits (-log2 rms_ratio) a sound kernel whose outputs are in `format`
-// keeps on every case. Below it a candidate is INCORRECT even without a base to compare with
-// (the gate's relative rule is stricter). f64 40, f32 12, tf32 6, f16 6, bf16 5, e4m3 2, e5m2 1.
-// A candidate is held to the floor of the narrowest of its input, state and output dtypes.
+// The floor: the fewest bits (-log2 rms_ratio) a sound kernel whose outputs are in `format` keeps on
+// every case. Below it a candidate is INCORRECT even without a base to compare with (the gate's
+// relative rule is stricter). One table for verify and gate: the policy's [precision.min_bits]
+// (policies/default.toml: f64 40, f32 12, tf32 6, f16 6, bf16 5, e4m3 2, e5m2 1); verify_floor_bits
+// reads the default policy's.
 double verify_floor_bits(DType format);
+// A candidate is held to the floor of the narrowest of its input, state and output dtypes (a bf16
+// state limits an f32 output), in `policy`'s table. verify and gate both judge by this.
+double candidate_floor_bits(const Policy& policy, const CandidateInfo& info);
 
 struct VerifyOptions {
   Tier tier = Tier::dd;
@@ -64,7 +70,11 @@ struct VerifyOptions {
   std::string save_failures_dir;    // empty: do not save
   bool save_every_row = false;      // save every row's inputs, reference and outputs there (the gate
                                     // saves a case its policy rejected although verify passed it)
-  std::optional<double> min_bits;   // overrides verify_floor_bits
+  std::optional<double> min_bits;   // overrides the floor (verify --min-bits)
+  const Policy* floor_policy = nullptr;   // the floor's table (nullptr: the default policy)
+  // Metadata that replaces the saved file's own (the gate's disposition and reasons for a case it
+  // rejected although verify passed the patch).
+  std::map<std::string, std::string> save_meta;
   std::string candidates_arg;       // for reproduce commands
   // Isolation: run every candidate in a worker process (harness/worker.h) with these limits and
   // check runs; false runs candidates in this process (tests of candidates registered in a test).

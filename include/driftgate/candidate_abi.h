@@ -31,8 +31,10 @@
  * "params" holds every parameter of the op (`driftgate list ops` documents them), defaults
  * included: integers and reals as JSON numbers, booleans as true/false, texts as strings, integer
  * lists as arrays. "case" is the canonical case string (its one identity). A candidate that does
- * not support a parameter's value returns nonzero with a message naming it; driftgate reports the
- * row as ERRORED with that message.
+ * not support a parameter's value (a layout, varlen, a gate mode it does not implement) returns
+ * DG_NOT_SUPPORTED with a message naming it: driftgate reports the row as NOT_SUPPORTED, and the
+ * gate's policy ([cases] not_supported) decides whether the case is skipped or rejected. Any other
+ * nonzero return is a failure: the row is ERRORED with the message.
  *
  * Tensors: inputs and outputs are named as in driftgate's .safetensors files ("q", "k", "v", "g",
  * "beta", "A_log", "dt_bias", "h0", "cu_seqlens" in; "o", "ht" out); a candidate finds them by
@@ -114,6 +116,12 @@ typedef struct dg_candidate_info {
   const char* doc;         /* one line: what it is and what it supports */
 } dg_candidate_info;
 
+/* driftgate_run's answer for "this candidate does not implement this case" (not an error): the row
+ * is NOT_SUPPORTED with the message. Every other nonzero value is an error (ERRORED). The value
+ * mirrors Linux's EOPNOTSUPP; exec programs answer the same with exit code 95
+ * (harness/exec_candidate.h). */
+#define DG_NOT_SUPPORTED 95
+
 /* Returns DRIFTGATE_ABI_VERSION as the plugin was built. */
 DRIFTGATE_EXPORT int32_t driftgate_abi_version(void);
 
@@ -121,7 +129,8 @@ DRIFTGATE_EXPORT int32_t driftgate_abi_version(void);
  * (driftgate then refuses to load it). */
 DRIFTGATE_EXPORT int32_t driftgate_list(const dg_candidate_info** out, int32_t* count);
 
-/* Runs `candidate` on one case. Returns 0 once every output is written; otherwise nonzero with a
+/* Runs `candidate` on one case. Returns 0 once every output is written; DG_NOT_SUPPORTED when the
+ * candidate does not implement the case; otherwise nonzero: an error. With a nonzero return, a
  * NUL-terminated message in error[0 .. error_size) (truncated to fit). */
 DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params_json, const dg_tensor* inputs,
                                        int32_t n_inputs, dg_tensor* outputs, int32_t n_outputs, char* error,

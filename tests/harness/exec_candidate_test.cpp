@@ -104,12 +104,13 @@ TEST(Exec, DtypeSuffixSetsTheFormats) {
   }
 }
 
-TEST(Exec, UnsupportedParameterIsAnErroredRowWithTheProgramsMessage) {
+// Exit code 95 (kExecNotSupported) is the program's "not this case": a NOT_SUPPORTED row.
+TEST(Exec, UnsupportedParameterIsANotSupportedRowWithTheProgramsMessage) {
   REQUIRE_NUMPY(py);
   register_numpy(py, "kda_exec_numpy_f32");
   Record r = verify_one("kda(T=16,H=1,K=16,V=16,regime=glm_safe_gate,dtype=bf16,seed=0)", "kda_exec_numpy_f32");
-  EXPECT_EQ(r.disposition, Disposition::ERRORED);
-  EXPECT_THAT(r.reason, HasSubstr("command exited with code 2: kda_exec_numpy_f32: gate=lower_bound is not supported"));
+  EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED);
+  EXPECT_THAT(r.reason, HasSubstr("does not support this case: kda_exec_numpy_f32: gate=lower_bound is not supported"));
 }
 
 TEST(Exec, FailuresAreErroredRowsNamingTheProblem) {

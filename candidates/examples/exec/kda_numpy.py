@@ -21,8 +21,9 @@ heads at once (one numpy step per token, vectorized over B, HV, K and V):
     ht[b, hv] = S
 
 Supported: gate pregated|softplus, beta given|sigmoid, l2norm on or off, h0 given or not, GVA, the
-K-first state layout. Anything else (gate=lower_bound, beta=sigmoid2, layout=vfirst, varlen) is an
-error naming the parameter, printed on stderr with exit code 2; driftgate reports it in the row.
+K-first state layout. Anything else (gate=lower_bound, beta=sigmoid2, layout=vfirst, varlen) is
+answered "not supported": a message naming the parameter on stderr and exit code 95, driftgate's
+documented code for it (the row is NOT_SUPPORTED, and the gate's policy skips such a case).
 """
 import json
 import struct
@@ -32,6 +33,9 @@ import numpy as np
 
 DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
           "BF16": np.dtype("<u2"), "I64": np.dtype("<i8"), "I32": np.dtype("<i4")}
+
+
+NOT_SUPPORTED = 95   # driftgate's exit code for "this program does not implement the case"
 
 
 class Unsupported(Exception):
@@ -159,7 +163,7 @@ def main(argv):
         write_safetensors(argv[2], arrays, dtypes)
     except Unsupported as e:
         print(f"kda_exec_numpy_f32: {e}", file=sys.stderr)
-        return 2
+        return NOT_SUPPORTED
     return 0
 
 

@@ -14,8 +14,9 @@
 //
 // Supported: gate pregated|softplus, beta given|sigmoid, l2norm on or off, h0 given or not, GVA
 // (HV a multiple of H), the K-first state layout, inputs in F32, F64, BF16 or F16, host memory, any
-// strides. Not supported, each reported as an error naming it: gate=lower_bound, beta=sigmoid2,
-// layout=vfirst, varlen (seqlens), device tensors, outputs other than F32.
+// strides. Not supported, each answered DG_NOT_SUPPORTED with a message naming it (a NOT_SUPPORTED
+// row, skipped by the default gate policy): gate=lower_bound, beta=sigmoid2, layout=vfirst, varlen
+// (seqlens), device tensors. Outputs other than F32 are an error.
 //
 // Build it on its own against an installed driftgate (CMakeLists.txt beside this file):
 //   cmake -S candidates/examples/plugin -B build-plugin -DCMAKE_PREFIX_PATH=<driftgate prefix>
@@ -45,6 +46,13 @@ const dg_candidate_info kCandidates[] = {
 };
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(std::string(kName) + ": " + what); }
+
+// A case this kernel does not implement (a gate mode, a layout, varlen, device tensors): answered
+// with DG_NOT_SUPPORTED, so driftgate reports NOT_SUPPORTED instead of an error.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] void unsupported(const std::string& what) { throw Unsupported(std::string(kName) + ": " + what); }
 
 // --- params_json: a small JSON reader, enough for the object driftgate passes -------------------
 struct Json {
@@ -179,10 +187,10 @@ Params parse_params(const char* params_json) {
   p.K = integer("K");
   p.V = integer("V");
   const std::string gate = text("gate"), beta = text("beta"), layout = text("layout");
-  if (gate != "pregated" && gate != "softplus") fail("gate=" + gate + " is not supported (pregated, softplus)");
-  if (beta != "given" && beta != "sigmoid") fail("beta=" + beta + " is not supported (given, sigmoid)");
-  if (layout != "kfirst") fail("layout=" + layout + " is not supported (kfirst)");
-  if (!field("seqlens", Json::array).items.empty()) fail("varlen (seqlens) is not supported");
+  if (gate != "pregated" && gate != "softplus") unsupported("gate=" + gate + " is not supported (pregated, softplus)");
+  if (beta != "given" && beta != "sigmoid") unsupported("beta=" + beta + " is not supported (given, sigmoid)");
+  if (layout != "kfirst") unsupported("layout=" + layout + " is not supported (kfirst)");
+  if (!field("seqlens", Json::array).items.empty()) unsupported("varlen (seqlens) is not supported");
   p.softplus = gate == "softplus";
   if (p.softplus && !flag("a_log")) fail("gate=softplus needs a_log=1");
   p.beta_sigmoid = beta == "sigmoid";
@@ -250,7 +258,7 @@ View find(const dg_tensor* ts, int32_t n, const char* name, std::initializer_lis
   for (int32_t i = 0; i < n; ++i) {
     if (std::strcmp(ts[i].name, name) != 0) continue;
     const dg_tensor& t = ts[i];
-    if (t.device != DG_HOST) fail(std::string("tensor '") + name + "' is not in host memory (device tensors are not supported)");
+    if (t.device != DG_HOST) unsupported(std::string("tensor '") + name + "' is not in host memory (device tensors are not supported)");
     bool ok = t.rank == static_cast<int32_t>(shape.size()) && t.data != nullptr;
     int64_t d = 0;
     for (int64_t want : shape) ok = ok && t.shape[d++] == want;
@@ -352,6 +360,9 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
     if (std::strcmp(candidate, kName) != 0) fail(std::string("unknown candidate '") + candidate + "'");
     kda_recurrent(parse_params(params_json), inputs, n_inputs, outputs, n_outputs);
     return 0;
+  } catch (const Unsupported& e) {
+    if (error_size > 0) std::snprintf(error, error_size, "%s", e.what());
+    return DG_NOT_SUPPORTED;
   } catch (const std::exception& e) {
     if (error_size > 0) std::snprintf(error, error_size, "%s", e.what());
     return 1;
