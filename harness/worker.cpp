@@ -94,14 +94,24 @@ std::string bytes_text(int64_t b) {
   return fmt::format("{} bytes", b);
 }
 
-pid_t spawn_worker(const std::vector<std::string>& argv, const std::string& log_path) {
+pid_t spawn_worker(const std::vector<std::string>& argv, const std::string& log_path,
+                   const std::vector<int>& channel_fds = {}) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // Channels become 3, 4, ...: from copies above them, so no dup2 overwrites a source.
+  std::vector<int> high;
+  for (int fd : channel_fds) {
+    const int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 64 + static_cast<int>(channel_fds.size()));
+    if (h < 0) fail_errno("fcntl F_DUPFD", errno);
+    high.push_back(h);
+  }
+  for (size_t i = 0; i < high.size(); ++i) posix_spawn_file_actions_adddup2(&fa, high[i], 3 + static_cast<int>(i));
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);   // no descriptor of the caller leaks in
+  // no other descriptor of the caller leaks in
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3 + static_cast<int>(channel_fds.size()));
 #endif
 
   posix_spawnattr_t attr;
@@ -123,6 +133,7 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const std::string& log_
   const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
+  for (int h : high) ::close(h);
   if (rc != 0) fail_errno("cannot start " + argv[0], rc);
   return pid;
 }
@@ -310,8 +321,9 @@ static double cpu_limit_of(const WorkerLimits& lim) {
 
 // Spawns argv, waits under the wall limit, and fills r's times, memory, stderr tail and exit status.
 static void run_and_classify(const std::vector<std::string>& argv, const std::string& log_path, const WorkerLimits& lim,
-                      double cpu_limit, WorkerResult& r) {
-  const pid_t pid = spawn_worker(argv, log_path);
+                      double cpu_limit, WorkerResult& r, const WorkerChannels& channels = {}) {
+  const pid_t pid = spawn_worker(argv, log_path, channels.fds);
+  if (channels.on_start) channels.on_start(pid);
   bool killed_for_wall = false;
   rusage ru{};
   const int st = wait_worker(pid, lim.wall_seconds, killed_for_wall, ru, r.wall_seconds);
@@ -389,7 +401,8 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
 }
 
 WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& lim,
-                             const std::vector<std::string>& extra_args, std::string* report) {
+                             const std::vector<std::string>& extra_args, std::string* report,
+                             const WorkerChannels& channels) {
   WorkerResult r;
   TempDir dir{make_temp_dir(""), false};
   r.temp_dir = dir.path;
@@ -399,7 +412,7 @@ WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerL
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--report", report_path});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  run_and_classify(argv, log_path, lim, cpu_limit, r);
+  run_and_classify(argv, log_path, lim, cpu_limit, r, channels);
   if (r.status == WorkerStatus::ok) {
     std::ifstream f(report_path);
     if (!f) {

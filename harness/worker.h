@@ -39,7 +39,10 @@
 //   ok with every check passed                          -> none: the metrics decide
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,11 +143,21 @@ class WorkerInputs {
 // (temp dir, writing the inputs, spawning); everything the candidate does is in the result.
 WorkerResult run_in_worker(const WorkerRequest& req);
 
+// Extra channels of a worker started by run_worker_args: descriptors the worker process gets
+// as 3, 4, ... in order (the caller keeps and closes its own copies), and a call, from the
+// waiting thread, with the pid (as driftgate sees it) of the process that runs the candidate,
+// once it runs, so the caller can read its CPU clock (clock_getcpuclockid) while it waits.
+struct WorkerChannels {
+  std::vector<int> fds;
+  std::function<void(pid_t)> on_start;
+};
+
 // Runs `driftgate ARGS... --report FILE EXTRA...` as a worker (own process group, limits, stderr
 // captured) for workers that return something other than tensors (timing samples): on status ok,
 // *report holds the report file's text.
 WorkerResult run_worker_args(const std::vector<std::string>& args, const WorkerLimits& limits,
-                             const std::vector<std::string>& extra_args, std::string* report);
+                             const std::vector<std::string>& extra_args, std::string* report,
+                             const WorkerChannels& channels = {});
 
 // The disposition a worker result forces, with its reason; std::nullopt when the worker ran cleanly
 // and every check passed (then the metrics decide).
