@@ -307,6 +307,8 @@ int run_main(int argc, char** argv) {
   bench_worker->add_option("--target-halfwidth", tr.target_halfwidth);
   bench_worker->add_option("--report", tr_report)->required();
   bench_worker->add_option("--threads", worker_threads);
+  bench_worker->add_flag("--channel", tr.channel);
+  bench_worker->add_option("--cpus", tr.cpus);
 
   // plugin-list: hidden; lists a plugin's candidates in a worker (harness/plugin.h).
   std::string pl_library, pl_report;
@@ -331,6 +333,17 @@ int run_main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (*plugin_list) return plugin_list_main(pl_library, pl_report);
+  // A timing worker granted fewer cores than the machine has pins itself before any candidate
+  // code is loaded (harness/timing_worker.h).
+  if (*bench_worker && !tr.cpus.empty()) {
+    std::vector<int> cpus;
+    try {
+      cpus = parse_cpu_list(tr.cpus);
+    } catch (const std::exception& e) {
+      throw InputError(fmt::format("bench-worker --cpus: {}", e.what()));
+    }
+    if (!pin_to_cpus(0, cpus)) throw std::runtime_error("bench-worker: cannot pin to CPUs " + tr.cpus);
+  }
   // Plugin code runs only in candidate processes: the workers, and `run` (which holds no
   // reference). Every other verb lists a plugin's candidates in a worker and registers proxies.
   const bool candidate_process = *worker || *bench_worker || *run;
