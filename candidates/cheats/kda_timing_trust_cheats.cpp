@@ -1,8 +1,9 @@
 // Cheats aimed at what the timing process can measure about itself (harness/timing_worker.h): both
 // compute the honest result; both would look faster to a timer inside their own process.
 //   kda_cheat_slow_clock     patches the C library's clock_gettime in its own process so that
-//                            CLOCK_MONOTONIC (std::chrono::steady_clock) runs at half speed: a timer
-//                            in that process sees every call take half as long (rule clock)
+//                            CLOCK_MONOTONIC (std::chrono::steady_clock) runs at half speed during
+//                            its calls: a timer in that process sees each of them take half as long,
+//                            and other candidates' calls as they are (rule clock)
 //   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core and
 //                            splits the heads over two threads (rule cpu_budget)
 #include <dlfcn.h>
@@ -28,9 +29,11 @@ using cheats::cheat_info;
 using cheats::honest;
 
 // --- a clock at half speed ----------------------------------------------------------------------
-std::atomic<int64_t> g_base_ns{0};
+// The clock runs at half speed during the cheat's own calls: half of each call's duration is
+// taken off CLOCK_MONOTONIC from its end on, so a timer in this process sees half the call.
+std::atomic<int64_t> g_stolen_ns{0};
 
-int64_t raw_monotonic_ns() {
+int64_t real_monotonic_ns() {
   timespec ts{};
   ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
@@ -39,11 +42,9 @@ int64_t raw_monotonic_ns() {
 extern "C" int dg_cheat_half_speed_clock_gettime(clockid_t id, timespec* ts) {
   const long rc = ::syscall(SYS_clock_gettime, id, ts);
   if (rc != 0 || id != CLOCK_MONOTONIC) return static_cast<int>(rc);
-  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec;
-  const int64_t base = g_base_ns.load();
-  const int64_t slow = base + (now - base) / 2;
-  ts->tv_sec = slow / 1000000000;
-  ts->tv_nsec = slow % 1000000000;
+  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec - g_stolen_ns.load();
+  ts->tv_sec = now / 1000000000;
+  ts->tv_nsec = now % 1000000000;
   return 0;
 }
 
@@ -66,7 +67,6 @@ void slow_down_clock() {
       error = std::string("mprotect: ") + std::strerror(errno);
       return;
     }
-    g_base_ns.store(raw_monotonic_ns());
     unsigned char jump[12] = {0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0};
     const auto addr = reinterpret_cast<uint64_t>(&dg_cheat_half_speed_clock_gettime);
     std::memcpy(jump + 2, &addr, sizeof addr);
@@ -81,7 +81,9 @@ void slow_down_clock() {
 
 void slow_clock(const Case& c, const TensorMap& in, TensorMap& out) {
   slow_down_clock();
+  const int64_t t0 = real_monotonic_ns();
   honest().run(c, in, out);
+  g_stolen_ns += (real_monotonic_ns() - t0) / 2;
 }
 
 // --- a hidden second thread ---------------------------------------------------------------------
@@ -105,7 +107,7 @@ void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
 }  // namespace
 
 DG_REGISTER_CANDIDATE(kda_cheat_slow_clock,
-                      cheat_info("kda_cheat_slow_clock", "patches clock_gettime in its process to run at half speed (rule clock)"),
+                      cheat_info("kda_cheat_slow_clock", "patches clock_gettime in its process to run at half speed during its calls (rule clock)"),
                       slow_clock);
 DG_REGISTER_CANDIDATE(kda_cheat_hidden_thread,
                       cheat_info("kda_cheat_hidden_thread", "widens its affinity and runs two threads whatever the budget (rule cpu_budget)"),

@@ -1,7 +1,8 @@
 // Plugins that cheat the timer, built on the example plugin's honest kernel (its source is included
 // with its entry points renamed). CHEAT_KIND selects:
 //   1  kda_plugin_slowclock_f32: on its first run, patches the C library's clock_gettime in its own
-//      process so that CLOCK_MONOTONIC runs at half speed, then computes honestly (rule clock)
+//      process so that CLOCK_MONOTONIC runs at half speed during its calls, and computes honestly
+//      (rule clock)
 //   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
 //      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
 #define driftgate_abi_version example_driftgate_abi_version
@@ -29,15 +30,22 @@ namespace {
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel with its process's clock at half speed"}};
 
-std::atomic<int64_t> g_base_ns{0};
+// The clock runs at half speed during the cheat's own calls: half of each call's duration is
+// taken off CLOCK_MONOTONIC from its end on, so a timer in this process sees half the call.
+std::atomic<int64_t> g_stolen_ns{0};
+
+int64_t real_monotonic_ns() {
+  timespec ts{};
+  ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 extern "C" int cheat_clock_gettime(clockid_t id, timespec* ts) {
   const long rc = ::syscall(SYS_clock_gettime, id, ts);
   if (rc != 0 || id != CLOCK_MONOTONIC) return static_cast<int>(rc);
-  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec;
-  const int64_t slow = g_base_ns.load() + (now - g_base_ns.load()) / 2;
-  ts->tv_sec = slow / 1000000000;
-  ts->tv_nsec = slow % 1000000000;
+  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec - g_stolen_ns.load();
+  ts->tv_sec = now / 1000000000;
+  ts->tv_nsec = now % 1000000000;
   return 0;
 }
 
@@ -51,9 +59,6 @@ const char* patch_clock() {
   auto* start = reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(target) & ~static_cast<uintptr_t>(page - 1));
   const size_t len = static_cast<size_t>(target + 16 - start);
   if (::mprotect(start, len, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return "mprotect refused";
-  timespec ts{};
-  ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
-  g_base_ns.store(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
   unsigned char jump[12] = {0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0};
   const auto addr = reinterpret_cast<uint64_t>(&cheat_clock_gettime);
   std::memcpy(jump + 2, &addr, sizeof addr);
@@ -105,7 +110,10 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
     std::snprintf(error, error_size, "cannot patch the clock: %s", why);
     return 1;
   }
-  return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
+  const int64_t t0 = real_monotonic_ns();
+  const int32_t rc = example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
+  g_stolen_ns += (real_monotonic_ns() - t0) / 2;
+  return rc;
 #else
   cpu_set_t all;
   CPU_ZERO(&all);
