@@ -35,8 +35,9 @@
 //     run_delay) is taken off driftgate's time, so that on a loaded machine, where two threads
 //     get no more than one core's worth, a second thread still shows; and the CPU time of the
 //     worker's threads other than its main thread (process CPU clock - /proc/PID/schedstat's
-//     run time of the main thread, children excluded) may not exceed a quarter of the calls' CPU
-//     time. Granted: --threads N when given, else every core this process may use.
+//     run time of the main thread, children excluded) may not exceed a tenth of the calls' CPU
+//     time (+ 1 ms; not for device candidates, whose driver runs threads of its own). Granted:
+//     --threads N when given, else every core this process may use.
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).

@@ -34,9 +34,9 @@
  * params_json also carries "threads": N, the thread budget of the run (driftgate's --threads, by
  * default every core). A candidate may use up to N threads; its process may be pinned to N cores,
  * and when timed, driftgate reads its CPU time from outside: more than N x 1.25 CPU-seconds per
- * second of a timed call (or, with N = 1, a second thread doing real work) makes its timing
- * INVALID (rule cpu_budget). Exec programs get the same budget as DRIFTGATE_THREADS,
- * OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS.
+ * second of its timed calls (or, with N = 1, other threads using more than a tenth of its CPU
+ * time) makes its timing INVALID (rule cpu_budget). Exec programs get the same budget as
+ * DRIFTGATE_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS.
  *
  * "params" holds every parameter of the op (`driftgate list ops` documents them), defaults
  * included: integers and reals as JSON numbers, booleans as true/false, texts as strings, integer

@@ -36,6 +36,8 @@ TEST(JudgeTiming, HonestNumbersPass) {
             "");
   // A loaded machine: half of the interval spent waiting for a CPU, CPU time half the interval.
   EXPECT_EQ(judge_timing("x", wall, self, repeat(5e-3, 20), repeat(5e-3, 20), repeat(0, 20), 10e-6, 1, false), "");
+  // The worker's helper thread: a few microseconds per call on another thread.
+  EXPECT_EQ(judge_timing("x", wall, self, cpu, repeat(0, 20), repeat(5e-6, 20), 10e-6, 1, false), "");
 }
 
 TEST(JudgeTiming, AClockAtHalfSpeedBreaksRuleClock) {
@@ -54,6 +56,9 @@ TEST(JudgeTiming, MoreCpuThanGrantedBreaksRuleCpuBudget) {
   // process uses one core's worth; the other thread's CPU time still shows.
   EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(0, 20), repeat(5e-3, 20), 10e-6, 1, false),
               HasSubstr("rule cpu_budget: two ran other threads for 100.0 ms of its 200.0 ms of CPU time"));
+  // A second thread doing a fifth of the work (a serial part on the main thread) still shows.
+  EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(0, 20), repeat(2e-3, 20), 10e-6, 1, false),
+              HasSubstr("rule cpu_budget: two ran other threads"));
   // The main thread waited for a CPU half the time, yet the process used a full core: a second thread.
   EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(5e-3, 20), repeat(0, 20), 10e-6, 1, false),
               HasSubstr("rule cpu_budget"));
