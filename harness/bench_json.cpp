@@ -59,6 +59,7 @@ std::string compare_py_json(const std::vector<BenchSamples>& samples, const Case
     auto finish = [&](ojson& r) {
       r["time_unit"] = "ns";
       if (!s.outputs_consistent) r["label"] = "outputs inconsistent: " + s.inconsistency;
+      if (!s.invalid.empty()) r["label"] = "INVALID: " + s.invalid;
       benchmarks.push_back(std::move(r));
     };
     for (int64_t i = 0; i < n; ++i) {

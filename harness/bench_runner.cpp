@@ -358,9 +358,17 @@ class Runner {
     const TensorMap& in = slots_[static_cast<size_t>(p.slot)].in;
     ++calls_[static_cast<size_t>(p.cand)];
     DeviceTimingScope scope;
+    TimedCallHook* hook = p.kind == CallKind::timed ? opt_.hook : nullptr;
+    if (hook) hook->begin(p.cand);
     auto t0 = Clock::now();
-    invoke(cand, in, p.out);
+    try {
+      invoke(cand, in, p.out);
+    } catch (...) {
+      if (hook) hook->end(p.cand, -1);   // the call did not complete: no sample
+      throw;
+    }
     const double wall = seconds_since(t0);
+    if (hook) hook->end(p.cand, wall);
     const DeviceCall& d = scope.call();
     if (d.launches == 0) return wall;
     if (p.kind == CallKind::timed) {

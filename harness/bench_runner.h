@@ -46,6 +46,14 @@
 //     and batch-and-skip calls that hand back an earlier call's outputs.
 //   - a call that wrote to its inputs, or replaced an output tensor instead of writing into it.
 //
+// Outside timing: this file's clock runs in the candidate's process, so what it measures is the
+// candidate's to forge (it can patch clock_gettime, or scale what the timer sees). When the
+// options carry a TimedCallHook (the timing worker's pipe to driftgate, harness/timing_worker.h),
+// every timed call is bracketed by hook->begin (just before the clock starts) and hook->end (just
+// after it stops, with this process's own time of the call), and the process that judges times
+// the call with its own clock and reads this process's CPU time from outside. Warm-up calls and
+// re-runs are not bracketed.
+//
 // Google Benchmark's registry and flags are process-wide: time_candidates serialises itself, owns
 // the registry while it runs (it clears the registered benchmarks after every round) and leaves its
 // flags set.
@@ -63,6 +71,13 @@
 
 namespace dg {
 
+// Called around every timed call (see the top); begin and end run in the timing loop's thread.
+struct TimedCallHook {
+  virtual ~TimedCallHook() = default;
+  virtual void begin(int cand) = 0;
+  virtual void end(int cand, double self_seconds) = 0;
+};
+
 struct BenchOptions {
   // Wall-time budget of the timed rounds (warm-up, timed calls and the untimed work between them),
   // not counting input preparation and the checks afterwards. min_repetitions always run.
@@ -76,6 +91,7 @@ struct BenchOptions {
   // Adaptive stopping: asked after every round with each candidate's samples so far (seconds per
   // call) and the elapsed budget; true stops. May be empty.
   std::function<bool(const std::vector<std::vector<double>>& samples_per_candidate, double elapsed_s)> stop;
+  TimedCallHook* hook = nullptr;   // outside timing (see the top); not owned
 };
 
 struct BenchSamples {
@@ -94,6 +110,12 @@ struct BenchSamples {
   int64_t calls = 0;                 // every call time_candidates made: warm-up, timed and re-runs
   bool outputs_consistent = true;
   std::string inconsistency;         // the first problem: which call and which tensor (and how many more)
+  // Outside timing (time_in_worker): `seconds` are driftgate's own clock's (device candidates: the
+  // device time, checked against it); `self_seconds` what the candidate's process measured itself,
+  // `cpu_seconds` its CPU time per call read from outside. A broken timing rule ("rule clock: ...",
+  // "rule cpu_budget: ...") makes the samples INVALID: the gate rejects, bench flags the row.
+  std::vector<double> self_seconds;
+  std::string invalid;
 };
 
 // Times every candidate on the case. Throws InputError when a candidate does not implement the

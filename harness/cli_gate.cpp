@@ -247,7 +247,8 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     for (const BenchSamples& s : samples) {
       Throughput t = throughput_of(s, c, machine);
       if (first_median == 0) first_median = t.median_s;
-      std::string flag = !s.outputs_consistent ? "INVALID: " + s.inconsistency
+      std::string flag = !s.invalid.empty()       ? "INVALID: " + s.invalid
+                         : !s.outputs_consistent ? "INVALID: " + s.inconsistency
                          : t.below_physical_bound ? std::string(t.device ? "INVALID: faster than the device's memory bandwidth"
                                                                          : "INVALID: faster than the machine's limit")
                                                   : "PASSED";
@@ -300,8 +301,9 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
   opt.command = cmdline;
   opt.wall_seconds = g.s_timeout;
   opt.memory_bytes = int64_t{2} << 30;
+  // One thread granted: a canary that runs a hidden second thread breaks the budget.
   opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
-    return measure_speed(b, p, c, pol, machine, {}, wall);
+    return measure_speed(b, p, c, pol, machine, {"--threads", "1"}, wall);
   };
   opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
     TimingRequest req;
@@ -309,6 +311,7 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
     req.case_str = c.str();
     req.max_time_s = 1;
     req.wall_seconds = wall;
+    req.extra_args = {"--threads", "1"};
     time_in_worker(req);
   };
   int missed = 0, canaries = 0;

@@ -1,6 +1,7 @@
 // Exec candidates: write the inputs as .safetensors, run the program through /bin/sh, read the
 // outputs back (exec_candidate.h documents the file contract).
 #include "harness/exec_candidate.h"
+#include "harness/threads.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -134,8 +135,19 @@ int run_shell(const std::string& cmd, OutputTail& out, OutputTail& err) {
 #endif
   std::string sh = "sh", dash_c = "-c", command = cmd;
   char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
+  // The environment, with the thread budget (harness/threads.h) in place of any inherited value.
+  std::vector<std::string> env = budget_environment(num_threads());
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    bool budget = false;
+    for (const std::string& b : env) budget = budget || var.compare(0, b.find('=') + 1, b, 0, b.find('=') + 1) == 0;
+    if (!budget) env.push_back(var);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, environ);
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(po[1]);
   ::close(pe[1]);

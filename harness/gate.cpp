@@ -269,6 +269,9 @@ std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, 
   out.push_back({"timed_outputs", s.inconsistent.empty(),
                  s.inconsistent.empty() ? "every timed call's outputs match an untimed re-run"
                                         : "INVALID: " + s.inconsistent});
+  out.push_back({"timing_rules", s.invalid.empty(),
+                 s.invalid.empty() ? "driftgate's clock and CPU reads agree with the worker's, within the thread budget"
+                                   : "INVALID: " + s.invalid});
   out.push_back({"throughput", s.verdict != "SLOWER",
                  fmt::format("{} speedup {:.3f} [{:.3f}, {:.3f}]", s.verdict, s.estimate, s.lo, s.hi)});
   if (claim)

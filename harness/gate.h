@@ -62,6 +62,7 @@ struct SpeedRow {
   double gflops_patch = 0, gbs_patch = 0, pct_of_limit_patch = 0;
   bool below_physical_bound = false;
   std::string inconsistent;              // timed calls whose outputs differ from a re-run (cached results)
+  std::string invalid;                   // a broken timing rule (clock, cpu_budget; harness/timing_worker.h)
   // A device patch (CUDA): its times are device time; its host wall time and overhead beside them.
   bool patch_on_device = false;
   double patch_wall_median_s = 0, patch_host_overhead = 0;

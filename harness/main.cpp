@@ -111,6 +111,12 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
       resolve_cases(a.suite, a.case_str.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.case_str}, "verify");
   std::vector<const Candidate*> cands;
   for (const std::string& n : split(a.candidates, ',')) cands.push_back(&require_candidate(n));
+  if (a.in_process)
+    for (const Candidate* k : cands.empty() ? all_candidates() : cands)
+      if (is_plugin_proxy(*k) && (!cands.empty() || !is_canary(k->info())))
+        throw InputError(fmt::format("verify --in-process: {} is a plugin candidate, and plugin code runs only in "
+                                     "worker processes; drop --in-process",
+                                     k->name()));
   std::optional<TensorMap> stored;
   if (!a.inputs.empty()) {
     if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
@@ -341,6 +347,14 @@ int run_main(int argc, char** argv) {
   bench_worker->add_option("--target-halfwidth", tr.target_halfwidth);
   bench_worker->add_option("--report", tr_report)->required();
   bench_worker->add_option("--threads", worker_threads);
+  bench_worker->add_flag("--channel", tr.channel);
+  bench_worker->add_option("--cpus", tr.cpus);
+
+  // plugin-list: hidden; lists a plugin's candidates in a worker (harness/plugin.h).
+  std::string pl_library, pl_report;
+  CLI::App* plugin_list = app.add_subcommand("plugin-list", "list a plugin's candidates in a worker")->group("");
+  plugin_list->add_option("--library", pl_library)->required();
+  plugin_list->add_option("--report", pl_report)->required();
 
   // Plugins and outside programs add candidates before any verb runs. Global options, also
   // accepted after the verb (every subcommand falls through to them); one value per occurrence.
@@ -358,7 +372,27 @@ int run_main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  for (const std::string& p : plugin_paths) load_plugin(p);
+  if (*plugin_list) return plugin_list_main(pl_library, pl_report);
+  // A timing worker granted fewer cores than the machine has pins itself before any candidate
+  // code is loaded (harness/timing_worker.h).
+  if (*bench_worker && !tr.cpus.empty()) {
+    std::vector<int> cpus;
+    try {
+      cpus = parse_cpu_list(tr.cpus);
+    } catch (const std::exception& e) {
+      throw InputError(fmt::format("bench-worker --cpus: {}", e.what()));
+    }
+    if (!pin_to_cpus(0, cpus)) throw std::runtime_error("bench-worker: cannot pin to CPUs " + tr.cpus);
+  }
+  // Plugin code runs only in candidate processes: the workers, and `run` (which holds no
+  // reference). Every other verb lists a plugin's candidates in a worker and registers proxies.
+  const bool candidate_process = *worker || *bench_worker || *run;
+  for (const std::string& p : plugin_paths) {
+    if (candidate_process)
+      load_plugin(p);
+    else
+      list_plugin_in_worker(p);
+  }
   for (const std::string& e : exec_args) register_exec(e);
   std::string cmd = command_line(argc, argv);
   if (*list) return cmd_list(what, json);

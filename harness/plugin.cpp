@@ -1,9 +1,15 @@
 // Plugin loader: dlopen a shared library built against driftgate/candidate_abi.h, check its ABI
 // version, and register each candidate it lists with a run function that hands the harness's
-// tensors to driftgate_run as descriptors.
+// tensors to driftgate_run as descriptors (in a candidate process); or list it in a worker and
+// register proxies (in the process that judges; plugin.h).
 #include "harness/plugin.h"
 
 #include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <memory>
@@ -15,6 +21,9 @@
 #include <fmt/format.h>
 
 #include "driftgate/candidate_abi.h"
+#include "harness/report.h"
+#include "harness/threads.h"
+#include "harness/worker.h"
 
 namespace dg {
 namespace {
@@ -25,7 +34,18 @@ struct Plugin {
   std::string path;     // canonical
   dg_run_fn run = nullptr;
   std::mutex mutex;     // the ABI promises that driftgate_run is never called concurrently
+  std::vector<CandidateInfo> infos;   // what it listed, as registered
 };
+
+// Plugins listed in a worker (their canonical paths), and the proxies registered for them.
+std::vector<std::string>& listed_plugins() {
+  static std::vector<std::string> v;
+  return v;
+}
+std::set<std::string>& proxy_names() {
+  static std::set<std::string> v;
+  return v;
+}
 
 // Plugins are never unloaded: their candidates live in the registry until the process exits.
 std::vector<std::unique_ptr<Plugin>>& plugins() {
@@ -91,7 +111,9 @@ struct Descriptors {
 
 RunFn plugin_run(Plugin* plugin, std::string candidate) {
   return [plugin, candidate](const Case& c, const TensorMap& in, TensorMap& out) {
-    const std::string params = case_json(c).dump();
+    nlohmann::ordered_json pj = case_json(c);
+    pj["threads"] = num_threads();   // the thread budget (candidate_abi.h)
+    const std::string params = pj.dump();
     Descriptors din(in), dout(out);
     std::vector<char> error(4096, '\0');
     int32_t rc = 0;
@@ -155,14 +177,110 @@ nlohmann::ordered_json case_json(const Case& c) {
   return j;
 }
 
-void load_plugin(const std::string& path) {
+namespace {
+
+// Reads n bytes at p without faulting on a bad pointer (process_vm_readv on this process): false
+// when they are not all readable. Where the call is not allowed, reads directly (a fault then ends
+// the listing worker, which the parent reports).
+bool read_memory(const void* p, void* dst, size_t n) {
+  if (n == 0) return true;
+  if (!p) return false;
+  iovec local{dst, n}, remote{const_cast<void*>(p), n};
+  const ssize_t got = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
+  if (got == static_cast<ssize_t>(n)) return true;
+  if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
+    std::memcpy(dst, p, n);
+    return true;
+  }
+  return false;
+}
+
+// A NUL-terminated string of at most `max` characters at p; nullopt when p is null, unreadable or
+// longer. `what` names it in the problem.
+std::string read_string(const char* p, size_t max, const std::string& what) {
+  if (!p) return "";
+  std::string s;
+  char chunk[64];
+  for (;;) {
+    // Never read past the page p + s.size() lies on, so a string that ends just before an
+    // unmapped page is read.
+    const auto addr = reinterpret_cast<uintptr_t>(p) + s.size();
+    const size_t to_page = 4096 - addr % 4096;
+    const size_t n = std::min(sizeof chunk, to_page);
+    if (!read_memory(p + s.size(), chunk, n)) throw std::runtime_error(fmt::format("{} points to unreadable memory", what));
+    const void* nul = std::memchr(chunk, '\0', n);
+    s.append(chunk, nul ? static_cast<size_t>(static_cast<const char*>(nul) - chunk) : n);
+    if (nul) break;
+    if (s.size() > max) throw std::runtime_error(fmt::format("{} is longer than {} characters (or not NUL-terminated)", what, max));
+  }
+  if (s.size() > max) throw std::runtime_error(fmt::format("{} is longer than {} characters", what, max));
+  return s;
+}
+
+// One listed entry as plain values, read safely.
+struct RawEntry {
+  std::string name, op, algorithm, doc;
+  std::optional<DType> input, state, output;
+  std::string dtype_text;   // "input 1, state 1, output 7" for messages
+};
+
+// Checks one entry (both in the listing worker and in the parent) and returns its CandidateInfo;
+// throws std::runtime_error with the problem.
+CandidateInfo check_entry(const RawEntry& e, int32_t i, const std::string& file, std::set<std::string>& names) {
+  if (!valid_name(e.name) || e.name.size() > kMaxPluginNameChars)
+    throw std::runtime_error(fmt::format("candidate {} has the name '{}'; names are letters, digits, '_', '-' and '.' "
+                                         "(<op>_plugin_<algo>_<dtype>), at most {} characters",
+                                         i, e.name.substr(0, 80), kMaxPluginNameChars));
+  if (!find_op(e.op))
+    throw std::runtime_error(fmt::format("candidate '{}' implements unknown op '{}' (ops: {})", e.name, e.op.substr(0, 80), op_names()));
+  if (!e.input || !e.state || !e.output)
+    throw std::runtime_error(fmt::format("candidate '{}' declares an unknown dtype ({})", e.name, e.dtype_text));
+  for (auto [what, d] : {std::pair{"input", *e.input}, std::pair{"state", *e.state}, std::pair{"output", *e.output}})
+    if (!info(d).is_float)
+      throw std::runtime_error(fmt::format("candidate '{}' declares {} dtype {}, which is not a floating-point type; a "
+                                           "candidate reads, keeps and writes floating-point tensors (F64 F32 TF32 "
+                                           "BF16 F16 F8_E4M3 F8_E5M2)",
+                                           e.name, what, name(d)));
+  if (!e.algorithm.empty() && (!valid_name(e.algorithm) || e.algorithm.size() > kMaxPluginNameChars))
+    throw std::runtime_error(fmt::format("candidate '{}' has the algorithm '{}'; letters, digits, '_', '-' and '.'",
+                                         e.name, e.algorithm.substr(0, 80)));
+  if (const Candidate* other = find_candidate(e.name))
+    throw std::runtime_error(fmt::format("candidate '{}' is already registered (backend {})", e.name, other->info().backend));
+  if (!names.insert(e.name).second) throw std::runtime_error(fmt::format("candidate '{}' is listed twice", e.name));
+  std::string doc = e.doc.substr(0, kMaxPluginDocChars);
+  for (char& ch : doc)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+  return CandidateInfo{e.name, e.op, "plugin", e.algorithm, *e.input, *e.state, *e.output,
+                       fmt::format("{}{}[{}]", doc, doc.empty() ? "" : " ", file)};
+}
+
+void check_path(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(fmt::format("plugin '{}': no such file", path));
   if (fs::is_directory(path, ec)) throw InputError(fmt::format("plugin '{}': is a directory, not a shared library", path));
+}
+
+std::string canonical_of(const std::string& path) {
+  std::error_code ec;
   std::string canon = fs::canonical(path, ec).string();
   if (ec || canon.empty()) canon = fs::absolute(path).string();
+  return canon;
+}
+
+Plugin* find_loaded(const std::string& canon) {
   for (const auto& p : plugins())
-    if (p->path == canon) return;
+    if (p->path == canon) return p.get();
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_plugin_proxy(const Candidate& c) { return proxy_names().count(c.name()) > 0; }
+
+void load_plugin(const std::string& path) {
+  check_path(path);
+  const std::string canon = canonical_of(path);
+  if (find_loaded(canon)) return;
 
   void* handle = dlopen(canon.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -195,37 +313,40 @@ void load_plugin(const std::string& path) {
   const dg_candidate_info* list = nullptr;
   int32_t count = 0;
   if (int32_t rc = list_fn(&list, &count); rc != 0) throw fail(fmt::format("driftgate_list returned {}", rc));
-  if (count < 0 || (count > 0 && !list))
-    throw fail(fmt::format("driftgate_list returned {} candidates{}", count, list ? "" : " and no array"));
+  if (count < 0 || count > kMaxPluginCandidates || (count > 0 && !list))
+    throw fail(fmt::format("driftgate_list returned {} candidates{} (at most {})", count, list ? "" : " and no array",
+                           kMaxPluginCandidates));
 
-  // Every entry is checked before any is registered: a plugin loads whole or not at all.
+  // Every entry is checked before any is registered: a plugin loads whole or not at all. The array
+  // and its strings are read without trusting a pointer.
   const std::string file = fs::path(canon).filename().string();
   std::vector<CandidateInfo> infos;
   std::set<std::string> names;
   for (int32_t i = 0; i < count; ++i) {
-    const dg_candidate_info& e = list[i];
-    std::string name = e.name ? e.name : "";
-    if (!valid_name(name))
-      throw fail(fmt::format("candidate {} has the name '{}'; names are letters, digits, '_', '-' and '.' "
-                             "(<op>_plugin_<algo>_<dtype>)", i, name));
-    std::string op = e.op ? e.op : "";
-    if (!find_op(op)) throw fail(fmt::format("candidate '{}' implements unknown op '{}' (ops: {})", name, op, op_names()));
-    auto in = from_abi(e.input_dtype), state = from_abi(e.state_dtype), outd = from_abi(e.output_dtype);
-    if (!in || !state || !outd)
-      throw fail(fmt::format("candidate '{}' declares an unknown dtype (input {}, state {}, output {})", name,
-                             static_cast<int>(e.input_dtype), static_cast<int>(e.state_dtype),
-                             static_cast<int>(e.output_dtype)));
-    if (const Candidate* other = find_candidate(name))
-      throw fail(fmt::format("candidate '{}' is already registered (backend {})", name, other->info().backend));
-    if (!names.insert(name).second) throw fail(fmt::format("candidate '{}' is listed twice", name));
-    std::string doc = e.doc ? e.doc : "";
-    infos.push_back(CandidateInfo{name, op, "plugin", e.algorithm ? e.algorithm : "", *in, *state, *outd,
-                                  fmt::format("{}{}[{}]", doc, doc.empty() ? "" : " ", file)});
+    dg_candidate_info e{};
+    if (!read_memory(list + i, &e, sizeof e))
+      throw fail(fmt::format("driftgate_list's array of {} candidates is not readable at entry {}", count, i));
+    try {
+      RawEntry r;
+      r.name = read_string(e.name, kMaxPluginNameChars, fmt::format("candidate {}'s name", i));
+      r.op = read_string(e.op, kMaxPluginNameChars, fmt::format("candidate {}'s op", i));
+      r.algorithm = read_string(e.algorithm, kMaxPluginNameChars, fmt::format("candidate {}'s algorithm", i));
+      r.doc = read_string(e.doc, kMaxPluginDocChars, fmt::format("candidate {}'s doc", i));
+      r.input = from_abi(e.input_dtype);
+      r.state = from_abi(e.state_dtype);
+      r.output = from_abi(e.output_dtype);
+      r.dtype_text = fmt::format("input {}, state {}, output {}", static_cast<int>(e.input_dtype),
+                                 static_cast<int>(e.state_dtype), static_cast<int>(e.output_dtype));
+      infos.push_back(check_entry(r, i, file, names));
+    } catch (const std::runtime_error& err) {
+      throw fail(err.what());
+    }
   }
 
   auto plugin = std::make_unique<Plugin>();
   plugin->path = canon;
   plugin->run = run_fn;
+  plugin->infos = infos;
   for (CandidateInfo& info : infos) {
     std::string name = info.name;
     register_candidate(std::move(info), plugin_run(plugin.get(), name));
@@ -233,8 +354,91 @@ void load_plugin(const std::string& path) {
   plugins().push_back(std::move(plugin));
 }
 
+int plugin_list_main(const std::string& path, const std::string& report) {
+  exit_with_parent();
+  load_plugin(path);
+  const Plugin* p = find_loaded(canonical_of(path));
+  if (!p) throw std::logic_error("plugin-list: the plugin did not register");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CandidateInfo& i : p->infos)
+    rows.push_back({{"name", i.name}, {"op", i.op}, {"algorithm", i.algorithm}, {"input_dtype", name(i.input_dtype)},
+                    {"state_dtype", name(i.state_dtype)}, {"output_dtype", name(i.output_dtype)}, {"doc", i.doc}});
+  write_file_atomic(report, nlohmann::json{{"path", p->path}, {"candidates", rows}}.dump() + "\n");
+  return 0;
+}
+
+void list_plugin_in_worker(const std::string& path) {
+  check_path(path);
+  const std::string canon = canonical_of(path);
+  for (const std::string& l : listed_plugins())
+    if (l == canon) return;
+  WorkerLimits lim;
+  lim.wall_seconds = 60;
+  lim.memory_bytes = int64_t{4} << 30;
+  std::string report;
+  WorkerResult w = run_worker_args({"plugin-list", "--library", path}, lim, {}, &report);
+  if (w.status != WorkerStatus::ok) {
+    // The worker's own refusal (exit 2) carries load_plugin's message: pass it on as it is.
+    const std::string tail = last_lines(w.stderr_tail, 600);
+    const std::string prefix = "driftgate: error: ";
+    if (w.status == WorkerStatus::bad_exit && w.exit_code == 2) {
+      const size_t at = w.stderr_tail.rfind(prefix);
+      if (at != std::string::npos) {
+        std::string msg = w.stderr_tail.substr(at + prefix.size());
+        msg = msg.substr(0, msg.find('\n'));
+        throw InputError(msg);
+      }
+    }
+    throw InputError(fmt::format("plugin '{}': listing its candidates failed ({}: {}); its constructors and "
+                                 "driftgate_list run in a worker when it is loaded{}",
+                                 path, worker_status_name(w.status), w.message, tail.empty() ? "" : "; output: " + tail));
+  }
+  // The list came from a process that ran plugin code: every field is checked again here.
+  std::vector<CandidateInfo> infos;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(report);
+    const nlohmann::json& list = j.at("candidates");
+    if (!list.is_array() || list.size() > static_cast<size_t>(kMaxPluginCandidates))
+      throw std::runtime_error("the candidate list is not an array of at most 4096 entries");
+    std::set<std::string> names;
+    const std::string file = fs::path(canon).filename().string();
+    int32_t i = 0;
+    for (const auto& e : list) {
+      RawEntry r;
+      r.name = e.at("name").get<std::string>();
+      r.op = e.at("op").get<std::string>();
+      r.algorithm = e.at("algorithm").get<std::string>();
+      r.doc = e.at("doc").get<std::string>();
+      // The worker appended " [file]" to the doc; it is added again below.
+      const std::string tag = "[" + file + "]";
+      if (r.doc.size() >= tag.size() && r.doc.compare(r.doc.size() - tag.size(), tag.size(), tag) == 0) {
+        r.doc.resize(r.doc.size() - tag.size());
+        if (!r.doc.empty() && r.doc.back() == ' ') r.doc.pop_back();
+      }
+      r.input = parse_dtype(e.at("input_dtype").get<std::string>());
+      r.state = parse_dtype(e.at("state_dtype").get<std::string>());
+      r.output = parse_dtype(e.at("output_dtype").get<std::string>());
+      r.dtype_text = fmt::format("input {}, state {}, output {}", e.at("input_dtype").dump(), e.at("state_dtype").dump(),
+                                 e.at("output_dtype").dump());
+      infos.push_back(check_entry(r, i++, file, names));
+    }
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("plugin '{}': {}", path, e.what()));
+  }
+  for (CandidateInfo& info : infos) {
+    const std::string name = info.name;
+    proxy_names().insert(name);
+    register_candidate(std::move(info), [name, path](const Case&, const TensorMap&, TensorMap&) {
+      throw std::logic_error(fmt::format("{} is a candidate of plugin '{}' and runs only in a worker process; driftgate "
+                                         "does not load plugins into the process that holds the reference and the results",
+                                         name, path));
+    });
+  }
+  listed_plugins().push_back(canon);
+}
+
 std::vector<std::string> loaded_plugins() {
-  std::vector<std::string> v;
+  std::vector<std::string> v = listed_plugins();
   for (const auto& p : plugins()) v.push_back(p->path);
   return v;
 }

@@ -1,6 +1,18 @@
 // Plugins: candidates from a shared library built against include/driftgate/candidate_abi.h.
-// `driftgate --plugin lib.so` loads one before the verb runs; its candidates then appear in the
-// registry (backend "plugin") beside the built-in ones and run through the same verify path.
+// `driftgate --plugin lib.so` makes its candidates appear in the registry (backend "plugin") beside
+// the built-in ones; they run through the same worker path.
+//
+// Trust: a plugin is candidate code, and no candidate code runs in the process that holds the
+// reference, the results or the verdict. That process (every verb but the hidden worker verbs and
+// `run`) never dlopens a plugin: list_plugin_in_worker runs `driftgate plugin-list` in a worker
+// (harness/worker.h: own process group, wall and memory limits), which dlopens the library (its
+// constructors run there), calls driftgate_list, validates the list there (count bounded, every
+// pointer readable, strings bounded, names valid, ops and dtypes known, float dtypes) and writes
+// it as JSON. The parent validates that JSON again (it came from a process that ran plugin code)
+// and registers proxy candidates carrying the listed info, whose run function refuses to run (a
+// plugin candidate runs only in a worker, which loads the library itself with load_plugin). A
+// plugin whose constructor or list function crashes, hangs or returns garbage is exit 2 naming the
+// plugin and what happened.
 #pragma once
 
 #include <string>
@@ -21,7 +33,26 @@ namespace dg {
 // dtype), or a name already registered. Loading the same file twice is a no-op.
 void load_plugin(const std::string& path);
 
-// The plugin files loaded so far, in order (a worker process loads the same ones).
+// The parent's way in (see the top): lists the plugin's candidates in a worker and registers
+// proxies for them. Throws InputError naming the plugin and the problem (everything load_plugin
+// refuses, plus: the listing worker crashed, hung or exited without a list). Listing the same file
+// twice is a no-op. Proxy candidates throw std::logic_error when run in this process.
+void list_plugin_in_worker(const std::string& path);
+
+// The worker side (`driftgate plugin-list --library PATH --report FILE`): loads the library in this
+// process, validates its list and writes {"path": canonical path, "candidates": [{name, op,
+// algorithm, input_dtype, state_dtype, output_dtype, doc}]} (dtypes as names) to `report`.
+int plugin_list_main(const std::string& path, const std::string& report);
+
+// Limits of what a plugin may list, checked in the listing worker and again in the parent.
+inline constexpr int kMaxPluginCandidates = 4096;
+inline constexpr size_t kMaxPluginNameChars = 256;
+inline constexpr size_t kMaxPluginDocChars = 4096;
+
+// True for a candidate registered as a proxy of a plugin listed in a worker.
+bool is_plugin_proxy(const Candidate& c);
+
+// The plugin files loaded or listed so far, in order (a worker process loads the same ones).
 std::vector<std::string> loaded_plugins();
 
 // A case as the ABI's params_json: {"case": str, "op": op, "params": {name: value, ...}} with

@@ -91,6 +91,8 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.patch_throttled = samples[1].throttled;
   r.patch_low_clock = samples[1].low_clock;
   for (const BenchSamples& s : samples)
+    if (!s.invalid.empty()) r.invalid += (r.invalid.empty() ? "" : "; ") + s.invalid;
+  for (const BenchSamples& s : samples)
     if (!s.outputs_consistent) r.inconsistent += (r.inconsistent.empty() ? "" : "; ") + s.candidate + ": " + s.inconsistency;
   return r;
 }

@@ -1,27 +1,410 @@
 #include "harness/timing_worker.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/report.h"
 #include "harness/stats.h"
+#include "harness/threads.h"
 #include "harness/worker.h"
 
 namespace dg {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kNoopExchanges = 16;
+constexpr double kCpuTolerance = 0.25;       // rule cpu_budget: granted threads x 1.25
+constexpr double kOtherThreadsTolerance = 0.10;  // rule cpu_budget with one thread: other threads' share
+constexpr double kClockRelTolerance = 0.20;  // rule clock: 20% of the median interval ...
+constexpr double kClockAbsTolerance = 50e-6; // ... + 50 us + 3 round trips
+
+// One message from the worker: 'N' ready for a no-op exchange, 'R' ready for a timed call of
+// candidate `cand`, 'D' done (self_s: the worker's own time; < 0: the call threw), 'E' the end.
+// driftgate answers one byte: 'G' go, 'C' continue.
+struct WireMsg {
+  char tag = 0;
+  char pad[3] = {};
+  int32_t cand = -1;
+  double self_s = 0;
+};
+static_assert(sizeof(WireMsg) == 16);
+
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n) {
+    const ssize_t r = ::read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// --- worker side ---------------------------------------------------------------------------------
+
+class ChannelHook : public TimedCallHook {
+ public:
+  ChannelHook(int in, int out) : in_(in), out_(out) {
+    // Not inherited by what the candidates start (exec programs).
+    ::fcntl(in_, F_SETFD, FD_CLOEXEC);
+    ::fcntl(out_, F_SETFD, FD_CLOEXEC);
+  }
+  void begin(int cand) override { exchange('R', cand, 0, 'G'); }
+  void end(int cand, double self) override { exchange('D', cand, self, 'C'); }
+  void noop() {
+    exchange('N', -1, 0, 'G');
+    exchange('D', -1, 0, 'C');
+  }
+  void close() {
+    WireMsg m;
+    m.tag = 'E';
+    write_all(out_, &m, sizeof m);
+  }
+
+ private:
+  void exchange(char tag, int cand, double self, char want) {
+    WireMsg m;
+    m.tag = tag;
+    m.cand = cand;
+    m.self_s = self;
+    char answer = 0;
+    if (!write_all(out_, &m, sizeof m) || !read_all(in_, &answer, 1) || answer != want)
+      throw std::runtime_error("timing channel to driftgate closed or out of step");
+  }
+  int in_, out_;
+};
+
+// --- driftgate side ------------------------------------------------------------------------------
+
+// What driftgate reads of the worker from outside.
+class WorkerProbe {
+ public:
+  void attach(pid_t pid) {
+    pid_ = pid;
+    clockid_t cid;
+    if (::clock_getcpuclockid(pid, &cid) == 0) cid_ = cid, have_clock_ = true;
+    ticks_per_s_ = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  // What one read sees, in seconds: the worker's threads' CPU time, its reaped children's, and its
+  // main thread's own CPU time and wait for a CPU (/proc/PID/schedstat; 0 where not kept).
+  struct Reading {
+    double threads = 0, children = 0, main_run = 0, main_delay = 0;
+  };
+  // Waits (at most ~5 ms) until the worker's main thread is not running, so that its CPU time is
+  // accounted up to now, then reads.
+  Reading settled() {
+    char state = 'R';
+    Reading r;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(5);
+    for (int i = 0;; ++i) {
+      if (!read_stat(state, r.children) || state != 'R' || Clock::now() > deadline) break;
+      if (i > 50) std::this_thread::yield();
+    }
+    timespec ts{};
+    if (have_clock_ && ::clock_gettime(cid_, &ts) == 0)
+      r.threads = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    if (r.children > 0) saw_children_ = true;
+    std::ifstream f(fmt::format("/proc/{}/schedstat", pid_));
+    double run_ns = 0, delay_ns = 0;
+    if (f >> run_ns >> delay_ns) r.main_run = 1e-9 * run_ns, r.main_delay = 1e-9 * delay_ns;
+    return r;
+  }
+  bool saw_children() const { return saw_children_; }
+
+ private:
+  bool read_stat(char& state, double& children) {
+    char buf[1024];
+    const int fd = ::open(fmt::format("/proc/{}/stat", pid_).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    const char* p = std::strrchr(buf, ')');   // the command name may hold spaces and parentheses
+    if (!p) return false;
+    std::istringstream in(p + 2);
+    std::string field;
+    std::vector<std::string> f;
+    while (in >> field && f.size() < 16) f.push_back(field);
+    if (f.size() < 16) return false;
+    state = f[0].empty() ? '?' : f[0][0];            // field 3
+    children = (std::stod(f[13]) + std::stod(f[14])) / ticks_per_s_;   // fields 16, 17: cutime, cstime
+    return true;
+  }
+  pid_t pid_ = 0;
+  clockid_t cid_{};
+  bool have_clock_ = false, saw_children_ = false;
+  double ticks_per_s_ = 100;
+};
+
+struct Sample {
+  char tag = 0;      // 'N' no-op, 'R' timed call
+  int cand = -1;
+  double wall = 0, cpu = 0, self = 0;
+  double delay = 0;  // the worker's main thread's wait for a CPU during the call
+  double other = 0;  // CPU time of the worker's threads other than its main thread (not children)
+};
+
+// Serves the worker's channel from a thread of driftgate's: answers every exchange, timing it.
+class ChannelServer {
+ public:
+  ChannelServer() {
+    if (::pipe2(to_worker_, O_CLOEXEC) != 0 || ::pipe2(from_worker_, O_CLOEXEC) != 0)
+      throw std::runtime_error(fmt::format("timing channel: pipe: {}", std::strerror(errno)));
+  }
+  ~ChannelServer() {
+    close_worker_ends();
+    for (int* fd : {&to_worker_[1], &from_worker_[0]})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::vector<int> worker_fds() const { return {to_worker_[0], from_worker_[1]}; }
+
+  void on_start(pid_t pid, const std::vector<int>& cpus) {
+    // Pin every thread the worker has by now (it pinned itself before loading any plugin; this
+    // holds even if it did not).
+    if (!cpus.empty()) {
+      if (DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str())) {
+        while (dirent* e = ::readdir(d))
+          if (e->d_name[0] != '.') pin_to_cpus(static_cast<pid_t>(std::atoi(e->d_name)), cpus);
+        ::closedir(d);
+      }
+    }
+    probe_.attach(pid);
+    close_worker_ends();
+    started_.store(true);
+  }
+  void start() { thread_ = std::thread([this] { serve(); }); }
+  // After the worker has ended (or failed to start): whatever still holds the channel open (a
+  // process the candidate left behind), the serving thread stops.
+  void finish() {
+    close_worker_ends();
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::vector<Sample> samples;   // read after finish()
+  std::string protocol_error;
+  int pending_cand = -1;         // a timed call that started and never ended
+  int pending_index = 0;
+  bool saw_children() const { return probe_.saw_children(); }
+
+ private:
+  void close_worker_ends() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int* fd : {&to_worker_[0], &from_worker_[1]})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
+  }
+  // One message, waiting in slices so that finish() can stop the thread.
+  bool read_msg(WireMsg& m) {
+    pollfd p{from_worker_[0], POLLIN, 0};
+    for (;;) {
+      if (stop_.load()) return false;
+      const int r = ::poll(&p, 1, 50);
+      if (r < 0 && errno != EINTR) return false;
+      if (r > 0) return read_all(from_worker_[0], &m, sizeof m);
+    }
+  }
+  void serve() {
+    std::vector<int> timed_count;
+    for (;;) {
+      WireMsg m;
+      if (!read_msg(m)) return;
+      if (m.tag == 'E') return;
+      if (m.tag != 'R' && m.tag != 'N') {
+        protocol_error = fmt::format("unexpected message '{}' before a call", m.tag);
+        return;
+      }
+      while (!started_.load())
+        if (stop_.load()) return;
+        else std::this_thread::yield();
+      Sample s;
+      s.tag = m.tag;
+      s.cand = m.cand;
+      if (m.tag == 'R') {
+        if (m.cand < 0 || m.cand > 4096) {
+          protocol_error = fmt::format("a timed call of candidate index {}", m.cand);
+          return;
+        }
+        if (timed_count.size() <= static_cast<size_t>(m.cand)) timed_count.resize(static_cast<size_t>(m.cand) + 1, 0);
+        pending_cand = m.cand;
+        pending_index = ++timed_count[static_cast<size_t>(m.cand)];
+      }
+      const WorkerProbe::Reading r0 = probe_.settled();
+      const auto t0 = Clock::now();
+      if (!write_all(to_worker_[1], "G", 1)) return;
+      WireMsg d;
+      if (!read_msg(d)) return;
+      const auto t1 = Clock::now();
+      const WorkerProbe::Reading r1 = probe_.settled();
+      if (d.tag != 'D' || d.cand != m.cand) {
+        protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
+        return;
+      }
+      pending_cand = -1;
+      s.wall = std::chrono::duration<double>(t1 - t0).count();
+      s.cpu = (r1.threads + r1.children) - (r0.threads + r0.children);
+      s.delay = std::max(0.0, r1.main_delay - r0.main_delay);
+      s.other = r1.main_run > 0 ? std::max(0.0, (r1.threads - r0.threads) - (r1.main_run - r0.main_run)) : 0;
+      s.self = d.self_s;
+      if (s.self >= 0) samples.push_back(s);   // < 0: the call threw; the worker reports it
+      if (!write_all(to_worker_[1], "C", 1)) return;
+    }
+  }
+
+  int to_worker_[2] = {-1, -1}, from_worker_[2] = {-1, -1};
+  std::mutex mu_;
+  std::atomic<bool> started_{false}, stop_{false};
+  WorkerProbe probe_;
+  std::thread thread_;
+};
+
+int budget_of(const TimingRequest& req) {
+  if (req.threads > 0) return req.threads;
+  for (size_t i = 0; i + 1 < req.extra_args.size(); ++i)
+    if (req.extra_args[i] == "--threads") {
+      try {
+        return std::max(0, std::stoi(req.extra_args[i + 1]));
+      } catch (...) {
+        return 0;
+      }
+    }
+  return 0;
+}
+
+}  // namespace
+
+std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
+                         const std::vector<double>& cpu, const std::vector<double>& delay,
+                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks) {
+  if (wall.empty()) return "";
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+  if (self.size() == wall.size()) {
+    std::vector<double> gap(wall.size());
+    for (size_t i = 0; i < wall.size(); ++i) gap[i] = wall[i] - self[i];
+    const double med_gap = median_of(gap), med_wall = median_of(wall);
+    const double allowed = 3 * round_trip + kClockRelTolerance * med_wall + kClockAbsTolerance;
+    if (med_gap > allowed)
+      add(fmt::format("rule clock: {}'s process timed its calls at a median {:.1f} us, driftgate's clock at {:.1f} us "
+                      "(no-op round trip {:.1f} us): the candidate's clock disagrees with driftgate's",
+                      candidate, 1e6 * median_of(self), 1e6 * med_wall, 1e6 * round_trip));
+  }
+  if (threads > 0 && cpu.size() == wall.size()) {
+    // With one thread granted, the time the candidate's thread waited for a CPU (a loaded machine)
+    // is not time it could have used: judged against the rest, a second thread shows whatever the
+    // load. With more, the plain wall time (their waits cannot be told apart).
+    std::vector<double> avail(wall);
+    if (threads == 1 && delay.size() == wall.size())
+      for (size_t i = 0; i < wall.size(); ++i) avail[i] = std::max(wall[i] - delay[i], 0.1 * wall[i]);
+    const double sum_wall = std::accumulate(avail.begin(), avail.end(), 0.0);
+    const double sum_cpu = std::accumulate(cpu.begin(), cpu.end(), 0.0);
+    const double slack = children_ticks ? 0.02 + 0.01 * std::sqrt(static_cast<double>(wall.size())) : 0.0;
+    double worst = 0;
+    for (size_t i = 0; i < wall.size(); ++i)
+      if (avail[i] > 0) worst = std::max(worst, cpu[i] / avail[i]);
+    if (sum_cpu > threads * (1 + kCpuTolerance) * sum_wall + slack)
+      add(fmt::format("rule cpu_budget: {} used {:.2f} CPU-seconds per second over its {} timed calls (up to {:.2f} in "
+                      "one call), but was granted {} thread{} (--threads)",
+                      candidate, sum_cpu / sum_wall, wall.size(), worst, threads, threads == 1 ? "" : "s"));
+    // One thread granted: CPU time of any other thread of the candidate's process during its calls
+    // (exact, whatever the machine's load) may not exceed a tenth of the calls' CPU time (the
+    // worker's own helper thread wakes twice a second; an honest candidate starts none).
+    else if (threads == 1 && other.size() == wall.size()) {
+      const double sum_other = std::accumulate(other.begin(), other.end(), 0.0);
+      if (sum_other > kOtherThreadsTolerance * sum_cpu + 1e-3)
+        add(fmt::format("rule cpu_budget: {} ran other threads for {:.1f} ms of its {:.1f} ms of CPU time over its {} "
+                        "timed calls, but was granted 1 thread (--threads)",
+                        candidate, 1e3 * sum_other, 1e3 * sum_cpu, wall.size()));
+    }
+  }
+  return out;
+}
 
 std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   std::vector<std::string> args = {"bench-worker", "--case", req.case_str, "--max-time", fmt::format("{}", req.max_time_s),
                                    "--min-reps", std::to_string(req.min_repetitions), "--confidence",
                                    fmt::format("{}", req.confidence), "--target-halfwidth",
-                                   fmt::format("{}", req.target_halfwidth)};
+                                   fmt::format("{}", req.target_halfwidth), "--channel"};
   for (const std::string& c : req.candidates) args.insert(args.end(), {"--candidate", c});
+  const int asked = budget_of(req);
+  const std::vector<int> all = allowed_cpus();
+  const int granted = asked > 0 ? asked : static_cast<int>(all.size());
+  std::vector<int> cpus;
+  if (asked > 0 && asked < static_cast<int>(all.size())) {
+    cpus = cpus_for_budget(asked);
+    args.insert(args.end(), {"--cpus", cpu_list_text(cpus)});
+  }
   WorkerLimits lim;
   lim.wall_seconds = req.wall_seconds > 0 ? req.wall_seconds : req.max_time_s * 4 + 120;
   std::string report;
-  WorkerResult w = run_worker_args(args, lim, req.extra_args, &report);
-  if (w.status != WorkerStatus::ok)
-    throw std::runtime_error(fmt::format("timing worker {}: {}; stderr: {}", worker_status_name(w.status), w.message,
-                                         last_lines(w.stderr_tail)));
+  ChannelServer server;
+  WorkerChannels ch;
+  ch.fds = server.worker_fds();
+  ch.on_start = [&](pid_t pid) { server.on_start(pid, cpus); };
+  server.start();
+  WorkerResult w;
+  try {
+    w = run_worker_args(args, lim, req.extra_args, &report, ch);
+  } catch (...) {
+    server.finish();
+    throw;
+  }
+  server.finish();
+  if (w.status != WorkerStatus::ok) {
+    std::string during;
+    if (server.pending_cand >= 0 && server.pending_cand < static_cast<int>(req.candidates.size()))
+      during = fmt::format(" while timing {} (timed call {})", req.candidates[static_cast<size_t>(server.pending_cand)],
+                           server.pending_index);
+    throw std::runtime_error(fmt::format("timing worker {}{}: {}; stderr: {}", worker_status_name(w.status), during,
+                                         w.message, last_lines(w.stderr_tail)));
+  }
+  if (!server.protocol_error.empty())
+    throw std::runtime_error(fmt::format("timing worker: its channel to driftgate broke: {}", server.protocol_error));
+
+  std::vector<double> noop;
+  for (const Sample& s : server.samples)
+    if (s.tag == 'N') noop.push_back(s.wall);
+  const double round_trip = median_of(noop);
+
   std::vector<BenchSamples> out;
   nlohmann::json j = nlohmann::json::parse(report);
   for (const auto& s : j.at("samples")) {
@@ -38,6 +421,46 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.outputs_consistent = s.at("outputs_consistent");
     b.inconsistency = s.at("inconsistency");
     out.push_back(std::move(b));
+  }
+  if (out.size() != req.candidates.size())
+    throw std::runtime_error(fmt::format("timing worker reported {} candidates, {} were timed", out.size(), req.candidates.size()));
+
+  // driftgate's own samples replace the worker's (see the top).
+  for (size_t ci = 0; ci < out.size(); ++ci) {
+    BenchSamples& b = out[ci];
+    if (b.candidate != req.candidates[ci])
+      throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", b.candidate, req.candidates[ci]));
+    std::vector<double> wall, self, cpu, delay, other;
+    for (const Sample& s : server.samples)
+      if (s.tag == 'R' && s.cand == static_cast<int>(ci)) {
+        wall.push_back(s.wall);
+        delay.push_back(s.delay);
+        other.push_back(s.other);
+        self.push_back(s.self);
+        cpu.push_back(s.cpu);
+      }
+    if (wall.size() != b.seconds.size()) {
+      b.invalid = fmt::format("rule clock: the timing worker reported {} timed calls of {}, driftgate timed {}",
+                              b.seconds.size(), b.candidate, wall.size());
+      continue;
+    }
+    const bool device = !b.wall_seconds.empty();
+    std::string device_problem;
+    if (device) {
+      // Device time is the worker's measurement (events); it cannot exceed driftgate's interval.
+      for (size_t i = 0; i < wall.size() && device_problem.empty(); ++i)
+        if (b.seconds[i] > wall[i] + 2 * round_trip + 1e-4)
+          device_problem = fmt::format("rule clock: {}'s timed call {} reports {:.1f} us of device time within {:.1f} us "
+                                       "of driftgate's clock",
+                                       b.candidate, i + 1, 1e6 * b.seconds[i], 1e6 * wall[i]);
+    } else {
+      b.seconds = wall;
+    }
+    b.self_seconds = self;
+    b.cpu_seconds = cpu;
+    b.invalid = judge_timing(b.candidate, wall, self, cpu, delay, device ? std::vector<double>{} : other, round_trip, granted,
+                             server.saw_children());
+    if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
   }
   return out;
 }
@@ -57,7 +480,14 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
       return should_stop(ci, req.target_halfwidth, elapsed, req.max_time_s,
                          static_cast<int>(std::min(s[0].size(), s[1].size())), req.min_repetitions);
     };
+  std::unique_ptr<ChannelHook> hook;
+  if (req.channel) {
+    hook = std::make_unique<ChannelHook>(3, 4);
+    for (int i = 0; i < kNoopExchanges; ++i) hook->noop();
+    bo.hook = hook.get();
+  }
   std::vector<BenchSamples> samples = time_candidates(cands, c, bo);
+  if (hook) hook->close();
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchSamples& s : samples)
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},

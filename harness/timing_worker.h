@@ -1,6 +1,53 @@
-// Timing in a worker process: the candidates are timed (harness/bench_runner.h) in a process of
-// their own, never in the one that holds the reference and the results, so a crash, a hang or a
-// tampered timer during timing costs only that worker.
+// Timing in a worker process, judged from outside it.
+//
+// The candidates are timed (harness/bench_runner.h) in a process of their own (`driftgate
+// bench-worker`, started by run_worker_args: own process group, limits), never in the one that
+// holds the reference, the results and the verdict, so a crash or a hang during timing costs only
+// that worker.
+//
+// Trust model. Candidate code runs in the timing worker, so everything measured in there (its
+// steady clock, its CPU clock, its own sample bookkeeping) is the candidate's to forge: a plugin
+// can patch clock_gettime so that the worker's clock runs at half speed, or start a hidden second
+// thread. The verdict therefore rests on what driftgate's own process measures:
+//   - the channel: two pipes, the worker's descriptors 3 (from driftgate) and 4 (to driftgate).
+//     Before every timed call the worker sends "ready" (the candidate's index) and waits; driftgate
+//     waits until the worker's thread is blocked (/proc/PID/stat), reads the worker's CPU time
+//     from outside (clock_getcpuclockid(pid): every thread; plus the CPU time of children it has
+//     reaped, from /proc/PID/stat, for exec candidates), reads its own steady clock and answers
+//     "go". The worker runs the call and sends "done" with its own time of the call; driftgate
+//     reads its clock, waits until the worker is blocked again, reads the CPU time, and answers
+//     "continue". Warm-up and re-run calls are untimed and not bracketed.
+//   - the sample of a host call is driftgate's interval (go to done: the call plus two pipe
+//     wake-ups, the same for base and patch, so the ratio is only pulled towards 1). A device
+//     candidate's sample stays the device time its worker measured (events), and must not exceed
+//     driftgate's interval.
+//   - rule clock: the worker's own times are compared with driftgate's. The median of (driftgate's
+//     interval - the worker's time) may not exceed 3x the pipe round trip (the median of 16 no-op
+//     exchanges before timing) + 20% of the median interval + 50 us; beyond that the candidate's
+//     clock disagrees with driftgate's, and the samples are INVALID. (The verdict uses driftgate's
+//     clock whatever the worker says; the rule makes the attempt visible.)
+//   - rule cpu_budget: the worker is pinned to the cores it is granted (the worker pins itself
+//     before loading any plugin, and driftgate pins every thread it has once it runs); a candidate
+//     may widen its own affinity, so CPU time is judged too: its CPU time over all its timed calls
+//     divided by driftgate's time of those calls may not exceed the granted threads x 1.25 (plus
+//     20 ms + 10 ms x sqrt(calls) for the 10 ms ticks of reaped children's CPU time). With one
+//     thread granted, the time the worker's main thread waited for a CPU (/proc/PID/schedstat
+//     run_delay) is taken off driftgate's time, so that on a loaded machine, where two threads
+//     get no more than one core's worth, a second thread still shows; and the CPU time of the
+//     worker's threads other than its main thread (process CPU clock - /proc/PID/schedstat's
+//     run time of the main thread, children excluded) may not exceed a tenth of the calls' CPU
+//     time (+ 1 ms; not for device candidates, whose driver runs threads of its own). Granted:
+//     --threads N when given, else every core this process may use.
+//   - the worker's report and driftgate's record must agree on how many timed calls each
+//     candidate made; a worker that talks out of turn on the channel is an internal error of
+//     that worker (timed run failed).
+// Google Benchmark keeps its role inside the worker: it orders the calls (random interleaving of
+// base and patch) and shapes the rounds; compare.py's JSON is written from driftgate's samples.
+//
+// Not covered: base and patch share one timing process, so a patch could slow the base's calls
+// (its code runs there); which candidate a "ready" names is the worker's word. A candidate that
+// works in a background thread between its timed calls is charged for it only while a call is
+// timed. Timing on a shared, loaded machine stays noisy: the intervals carry the noise.
 #pragma once
 
 #include <string>
@@ -21,13 +68,28 @@ struct TimingRequest {
   double target_halfwidth = 0;
   double wall_seconds = 0;                 // 0: max_time_s * 4 + 120
   std::vector<std::string> extra_args;     // --plugin, --exec, --threads
+  // The thread budget; 0: --threads in extra_args when there, else every core this process may use.
+  int threads = 0;
+  // Worker side only: the channel (descriptors 3 and 4) is open, and the cores to pin to first.
+  bool channel = false;
+  std::string cpus;
 };
 
-// Times the candidates in a worker; throws std::runtime_error with the worker's status, message
-// and stderr tail when it fails.
+// Times the candidates in a worker, from outside (see the top). Throws std::runtime_error with the
+// worker's status, message and stderr tail, and the candidate being timed when it failed.
 std::vector<BenchSamples> time_in_worker(const TimingRequest& req);
 
 // The worker side (`driftgate bench-worker ...`): times, writes the samples as JSON to `report`.
 int timing_worker_main(const TimingRequest& req, const std::string& report);
+
+// Judges one candidate's samples (exposed for the tests): `wall` driftgate's interval per timed
+// call, `self` the worker's own time, `cpu` CPU time read from outside, `delay` the time its main
+// thread waited for a CPU, `other` the CPU time of its other threads (children excluded),
+// `round_trip` the median no-op exchange, `threads` the budget,
+// `children_ticks` whether CPU time came from reaped children (10 ms ticks). Returns "" or the
+// broken rules ("rule clock: ...; rule cpu_budget: ...").
+std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
+                         const std::vector<double>& cpu, const std::vector<double>& delay,
+                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks);
 
 }  // namespace dg

@@ -4,7 +4,10 @@
  * A plugin is a shared library that exports the three functions below. driftgate loads it with
  * `driftgate --plugin libmine.so ...` (dlopen RTLD_NOW | RTLD_LOCAL, never unloaded), checks
  * driftgate_abi_version(), registers every candidate driftgate_list() returns (backend "plugin"),
- * and calls driftgate_run() to run one of them on one case.
+ * and calls driftgate_run() to run one of them on one case. It does all of this in worker
+ * processes only: the process that holds the reference and the verdict lists the plugin through a
+ * worker and never loads it. The list may hold at most 4096 candidates; names, ops and algorithms
+ * at most 256 characters, docs 4096; every dtype a floating-point type.
  *
  *   #include <driftgate/candidate_abi.h>
  *   static const dg_candidate_info mine[] = {
@@ -28,6 +31,13 @@
  *               "a_log": true, "beta": "given", "l2norm": true, "scale": 0.0, "h0": false,
  *               "layout": "kfirst", "seqlens": [], "regime": "kimi_linear", "dtype": "bf16",
  *               "seed": 0}}
+ * params_json also carries "threads": N, the thread budget of the run (driftgate's --threads, by
+ * default every core). A candidate may use up to N threads; its process may be pinned to N cores,
+ * and when timed, driftgate reads its CPU time from outside: more than N x 1.25 CPU-seconds per
+ * second of its timed calls (or, with N = 1, other threads using more than a tenth of its CPU
+ * time) makes its timing INVALID (rule cpu_budget). Exec programs get the same budget as
+ * DRIFTGATE_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS.
+ *
  * "params" holds every parameter of the op (`driftgate list ops` documents them), defaults
  * included: integers and reals as JSON numbers, booleans as true/false, texts as strings, integer
  * lists as arrays. "case" is the canonical case string (its one identity). A candidate that does

@@ -23,6 +23,7 @@
 
 #include "harness/plugin.h"
 #include "harness/safetensors.h"
+#include "harness/threads.h"
 #include "harness/verify.h"
 
 namespace dg {
@@ -114,6 +115,8 @@ TEST(Plugin, PassesParamsJsonAndDescriptors) {
   EXPECT_EQ(want["params"]["gate"], "softplus");
   EXPECT_EQ(want["params"]["l2norm"], true);
   EXPECT_EQ(want["params"]["seqlens"], nlohmann::json::array());
+  // The thread budget (candidate_abi.h) follows the case.
+  want["threads"] = num_threads();
   EXPECT_THAT(msg, HasSubstr("echo " + want.dump() + " |"));
   EXPECT_THAT(msg, HasSubstr(R"j("case":"kda(T=2,H=1,K=32,V=16,regime=kimi_linear,dtype=bf16,seed=0)","op":"kda")j"));
   // dtype codes: DG_F32 1, DG_BF16 3; A_log and dt_bias are f32.
@@ -207,6 +210,66 @@ TEST(PluginCli, BadPluginExitsTwoAndAnUnsupportedCaseIsNotSupported) {
           "'kda(T=16,H=1,K=16,V=16,regime=glm_safe_gate,dtype=bf16,seed=0)'");
   EXPECT_EQ(r.rc, 0) << r.err;   // DG_NOT_SUPPORTED: a NOT_SUPPORTED row, not a failure
   EXPECT_THAT(r.out, HasSubstr("NOT_SUPPORTED"));
+}
+
+}  // namespace
+}  // namespace dg
+
+// --- loading untrusted plugins --------------------------------------------------------------------
+namespace dg {
+namespace {
+
+// A plugin whose load attacks driftgate is refused with exit 2 naming it; the listing worker takes
+// the crash, never the judging process.
+TEST(PluginLoad, CrashingConstructorIsExitTwoNamingThePlugin) {
+  Result r = run(std::string("list candidates --plugin ") + DG_BAD_PLUGIN_crash);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr(std::string("plugin '") + DG_BAD_PLUGIN_crash + "': listing its candidates failed (crashed"));
+  EXPECT_THAT(r.err, HasSubstr("SIGSEGV"));
+}
+
+TEST(PluginLoad, GarbageListIsExitTwo) {
+  Result r = run(std::string("list candidates --plugin ") + DG_BAD_PLUGIN_garbage);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("driftgate_list returned 2147483647 candidates (at most 4096)"));
+  r = run(std::string("list candidates --plugin ") + DG_BAD_PLUGIN_badptr);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("candidate 0's name points to unreadable memory"));
+}
+
+TEST(PluginLoad, NonFloatOutputDtypeIsRefused) {
+  Result r = run(std::string("list candidates --plugin ") + DG_BAD_PLUGIN_intout);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("candidate 'kda_plugin_intout_f32' declares output dtype i32, which is not a floating-point type"));
+  // The same check in a candidate process (the worker that loads it directly).
+  EXPECT_THAT(load_error(DG_BAD_PLUGIN_intout), HasSubstr("declares output dtype i32"));
+}
+
+TEST(PluginLoad, BadPointersAreRefusedInProcessToo) {
+  EXPECT_THAT(load_error(DG_BAD_PLUGIN_garbage), HasSubstr("at most 4096"));
+  EXPECT_THAT(load_error(DG_BAD_PLUGIN_badptr), HasSubstr("unreadable memory"));
+}
+
+// The judging process holds proxies only: running one there is refused before any work.
+TEST(PluginLoad, InProcessVerifyOfAPluginCandidateIsRefused) {
+  Result r = run("verify --in-process --plugin " + kPlugin + " --candidate kda_plugin_recurrent_f32 --case "
+                 "'kda(T=16,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)'");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("plugin candidate, and plugin code runs only in worker processes"));
+}
+
+// The proxies the judging process registers carry what the listing worker read from the library.
+TEST(PluginLoad, ListedCandidatesMatchTheLibrary) {
+  Result r = run("list candidates --json --plugin " + kPlugin);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  int n = 0;
+  for (const auto& c : nlohmann::json::parse(r.out))
+    if (c["backend"] == "plugin") {
+      ++n;
+      EXPECT_EQ(c["output_dtype"], "f32") << c.dump();
+      EXPECT_THAT(c["doc"].get<std::string>(), HasSubstr(fs::path(DG_EXAMPLE_PLUGIN).filename().string()));
+    }
+  EXPECT_GE(n, 1);
 }
 
 }  // namespace

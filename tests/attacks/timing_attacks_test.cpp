@@ -1,0 +1,189 @@
+// Timing the candidate cannot touch (harness/timing_worker.h): the rules judged on numbers
+// (judge_timing), the hook bench_runner calls around every timed call, and the gate with
+// `--threads 1` against each cheat, built-in, plugin and exec, and against honest candidates.
+// No speed thresholds: the assertions are verdicts and rule names.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/bench_runner.h"
+#include "harness/registry.h"
+#include "harness/threads.h"
+#include "harness/timing_worker.h"
+#include "tests/run_driftgate.h"
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<double> repeat(double x, size_t n) { return std::vector<double>(n, x); }
+
+TEST(JudgeTiming, HonestNumbersPass) {
+  // 10 ms calls, the worker's clock 20 us short of driftgate's (two pipe wake-ups), one thread.
+  const auto wall = repeat(10e-3, 20), self = repeat(10e-3 - 20e-6, 20), cpu = repeat(9.9e-3, 20);
+  EXPECT_EQ(judge_timing("x", wall, self, cpu, repeat(0, 20), repeat(0, 20), 10e-6, 1, false), "");
+  // Tiny calls: 30 us calls in 60 us intervals are within the round trip.
+  EXPECT_EQ(judge_timing("x", repeat(60e-6, 20), repeat(30e-6, 20), repeat(40e-6, 20), repeat(0, 20), repeat(0, 20), 12e-6,
+                         1, false),
+            "");
+  // A loaded machine: half of the interval spent waiting for a CPU, CPU time half the interval.
+  EXPECT_EQ(judge_timing("x", wall, self, repeat(5e-3, 20), repeat(5e-3, 20), repeat(0, 20), 10e-6, 1, false), "");
+  // The worker's helper thread: a few microseconds per call on another thread.
+  EXPECT_EQ(judge_timing("x", wall, self, cpu, repeat(0, 20), repeat(5e-6, 20), 10e-6, 1, false), "");
+}
+
+TEST(JudgeTiming, AClockAtHalfSpeedBreaksRuleClock) {
+  const auto wall = repeat(10e-3, 20), self = repeat(5e-3, 20), cpu = repeat(9.9e-3, 20);
+  EXPECT_THAT(judge_timing("slow", wall, self, cpu, repeat(0, 20), repeat(0, 20), 10e-6, 1, false),
+              HasSubstr("rule clock: slow's process timed its calls at a median 5000.0 us, driftgate's clock at 10000.0 us"));
+}
+
+TEST(JudgeTiming, MoreCpuThanGrantedBreaksRuleCpuBudget) {
+  const auto wall = repeat(10e-3, 20), self = repeat(10e-3, 20);
+  EXPECT_THAT(judge_timing("two", wall, self, repeat(19e-3, 20), repeat(0, 20), repeat(9e-3, 20), 10e-6, 1, false),
+              HasSubstr("rule cpu_budget: two used 1.90 CPU-seconds per second"));
+  // Two threads granted: the same numbers pass.
+  EXPECT_EQ(judge_timing("two", wall, self, repeat(19e-3, 20), repeat(0, 20), repeat(9e-3, 20), 10e-6, 2, false), "");
+  // A loaded machine: the second thread gets no more than the first thread's waits, so the
+  // process uses one core's worth; the other thread's CPU time still shows.
+  EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(0, 20), repeat(5e-3, 20), 10e-6, 1, false),
+              HasSubstr("rule cpu_budget: two ran other threads for 100.0 ms of its 200.0 ms of CPU time"));
+  // A second thread doing a fifth of the work (a serial part on the main thread) still shows.
+  EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(0, 20), repeat(2e-3, 20), 10e-6, 1, false),
+              HasSubstr("rule cpu_budget: two ran other threads"));
+  // The main thread waited for a CPU half the time, yet the process used a full core: a second thread.
+  EXPECT_THAT(judge_timing("two", wall, self, repeat(10e-3, 20), repeat(5e-3, 20), repeat(0, 20), 10e-6, 1, false),
+              HasSubstr("rule cpu_budget"));
+}
+
+// The hook brackets every timed call, and only those, with the candidate's index.
+struct Recorder : TimedCallHook {
+  std::vector<std::pair<char, int>> events;
+  std::vector<double> self;
+  void begin(int cand) override { events.push_back({'b', cand}); }
+  void end(int cand, double s) override {
+    events.push_back({'e', cand});
+    self.push_back(s);
+  }
+};
+
+TEST(TimedCallHook, BracketsEveryTimedCall) {
+  Recorder rec;
+  BenchOptions o;
+  o.min_repetitions = o.max_repetitions = 6;
+  o.max_time_s = 0;
+  o.hook = &rec;
+  std::vector<const Candidate*> cands = {find_candidate("kda_cpu_recurrent_f32"), find_candidate("kda_cpu_chunk_f32")};
+  std::vector<BenchSamples> r =
+      time_candidates(cands, parse_case("kda(T=64,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)"), o);
+  ASSERT_EQ(rec.events.size(), 2u * 12);
+  int per[2] = {0, 0};
+  for (size_t i = 0; i < rec.events.size(); i += 2) {
+    EXPECT_EQ(rec.events[i].first, 'b');
+    EXPECT_EQ(rec.events[i + 1].first, 'e');
+    EXPECT_EQ(rec.events[i].second, rec.events[i + 1].second);
+    ++per[rec.events[i].second];
+    EXPECT_GT(rec.self[i / 2], 0);
+  }
+  EXPECT_EQ(per[0], 6);
+  EXPECT_EQ(per[1], 6);
+  EXPECT_EQ(r[0].seconds.size(), 6u);
+}
+
+// --- the gate, through the CLI ---------------------------------------------------------------------
+using Result = testing::CliResult;
+Result run(const std::string& args) { return testing::run_driftgate(args); }
+
+// Calls of ~10-50 ms: long enough that a clock at half speed is far outside the round trip.
+const std::string kCase = "--case 'kda(T=1024,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)'";
+const std::string kExample = std::string("'") + DG_EXAMPLE_PLUGIN + "'";
+
+// A python3 that imports numpy: the one on PATH, else the system's (scripts/setup.sh installs
+// python3-numpy); "" when there is none.
+std::string python_with_numpy() {
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+  return "";
+}
+std::string numpy_exec(const std::string& py) {
+  return "--exec \"kda_exec_numpy_f32=" + py + " " + DG_SOURCE_DIR + "/candidates/examples/exec/kda_numpy.py {in} {out}\"";
+}
+
+std::string out_dir(const std::string& patch) { return ::testing::TempDir() + "/dg_timing_gate_" + patch; }
+
+Result gate(const std::string& base, const std::string& patch, const std::string& extra = "") {
+  std::filesystem::remove_all(out_dir(patch));
+  return run("gate --threads 1 --base " + base + " --patch " + patch + " " + kCase + " --out " + out_dir(patch) + " " + extra);
+}
+
+// The timing_rules check of the gate's one row: "passed", "failed" or "absent" (not timed).
+std::string timing_rules_check(const std::string& patch) {
+  std::ifstream f(out_dir(patch) + "/verdict.json");
+  if (!f) return "absent";
+  const nlohmann::json j = nlohmann::json::parse(f);
+  for (const auto& row : j.at("rows"))
+    for (const auto& c : row.at("checks"))
+      if (c.at("name") == "timing_rules") return c.at("passed").get<bool>() ? "passed" : "failed";
+  return "absent";
+}
+
+void expect_rejected_by(const Result& r, const std::string& rule) {
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("REJECT"));
+  EXPECT_THAT(r.out, HasSubstr("timing_rules: INVALID: rule " + rule)) << r.out;
+}
+
+TEST(TimingGate, BuiltInSlowClockIsRejected) { expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_slow_clock"), "clock"); }
+
+TEST(TimingGate, BuiltInHiddenThreadIsRejected) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_hidden_thread"), "cpu_budget");
+}
+
+TEST(TimingGate, PluginSlowClockIsRejected) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_plugin_slowclock_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_slowclock),
+                     "clock");
+}
+
+TEST(TimingGate, PluginTwoThreadsIsRejected) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_plugin_twothreads_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_twothreads),
+                     "cpu_budget");
+}
+
+// An exec program's children are judged by CPU-seconds per second only (harness/timing_worker.h):
+// on a loaded machine two processes sharing busy cores look like one, so this runs when the
+// machine has a core to spare.
+TEST(TimingGate, ExecTwoProcessesIsRejected) {
+  const std::string py = python_with_numpy();
+  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)";
+  double load = 0;
+  std::ifstream("/proc/loadavg") >> load;
+  if (load > 0.5 * static_cast<double>(allowed_cpus().size()))
+    GTEST_SKIP() << "load average " << load << ": no idle core for the exec program's second process to show on";
+  const std::string exec = "--exec \"kda_exec_twoprocs_f32=" + py + " " + DG_SOURCE_DIR +
+                           "/tests/attacks/timing_exec_parallel.py {in} {out}\" " + numpy_exec(py);
+  expect_rejected_by(gate("kda_exec_numpy_f32", "kda_exec_twoprocs_f32", exec), "cpu_budget");
+}
+
+// Honest candidates pass the timing rules (a speed verdict may still differ: not asserted).
+TEST(TimingGate, HonestCandidatesKeepTheTimingRules) {
+  std::vector<std::tuple<std::string, std::string, std::string>> pairs = {
+      {"kda_cpu_recurrent_f32", "kda_cpu_chunk_f32", ""},
+      {"kda_cpu_recurrent_f32", "kda_plugin_recurrent_f32", "--plugin " + kExample}};
+  if (const std::string py = python_with_numpy(); !py.empty())
+    pairs.push_back({"kda_cpu_recurrent_f32", "kda_exec_numpy_f32", numpy_exec(py)});
+  for (const auto& [base, patch, extra] : pairs) {
+    Result r = gate(base, patch, extra);
+    EXPECT_EQ(timing_rules_check(patch), "passed") << patch << "\n" << r.out << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace dg

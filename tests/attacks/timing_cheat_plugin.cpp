@@ -1,0 +1,144 @@
+// Plugins that cheat the timer, built on the example plugin's honest kernel (its source is included
+// with its entry points renamed). CHEAT_KIND selects:
+//   1  kda_plugin_slowclock_f32: on its first run, patches the C library's clock_gettime in its own
+//      process so that CLOCK_MONOTONIC runs at half speed during its calls, and computes honestly
+//      (rule clock)
+//   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
+//      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
+#define driftgate_abi_version example_driftgate_abi_version
+#define driftgate_list example_driftgate_list
+#define driftgate_run example_driftgate_run
+#include "candidates/examples/plugin/kda_example_plugin.cpp"
+#undef driftgate_abi_version
+#undef driftgate_list
+#undef driftgate_run
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <regex>
+#include <thread>
+
+namespace {
+
+#if CHEAT_KIND == 1
+const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel with its process's clock at half speed"}};
+
+// The clock runs at half speed during the cheat's own calls: half of each call's duration is
+// taken off CLOCK_MONOTONIC from its end on, so a timer in this process sees half the call.
+std::atomic<int64_t> g_stolen_ns{0};
+
+int64_t real_monotonic_ns() {
+  timespec ts{};
+  ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+extern "C" int cheat_clock_gettime(clockid_t id, timespec* ts) {
+  const long rc = ::syscall(SYS_clock_gettime, id, ts);
+  if (rc != 0 || id != CLOCK_MONOTONIC) return static_cast<int>(rc);
+  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec - g_stolen_ns.load();
+  ts->tv_sec = now / 1000000000;
+  ts->tv_nsec = now % 1000000000;
+  return 0;
+}
+
+const char* patch_clock() {
+#if defined(__x86_64__)
+  static bool done = false;
+  if (done) return nullptr;
+  auto* target = reinterpret_cast<unsigned char*>(::dlsym(RTLD_DEFAULT, "clock_gettime"));
+  if (!target) return "no clock_gettime";
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto* start = reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(target) & ~static_cast<uintptr_t>(page - 1));
+  const size_t len = static_cast<size_t>(target + 16 - start);
+  if (::mprotect(start, len, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return "mprotect refused";
+  unsigned char jump[12] = {0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0};
+  const auto addr = reinterpret_cast<uint64_t>(&cheat_clock_gettime);
+  std::memcpy(jump + 2, &addr, sizeof addr);
+  std::memcpy(target, jump, sizeof jump);
+  ::mprotect(start, len, PROT_READ | PROT_EXEC);
+  done = true;
+  return nullptr;
+#else
+  return "x86-64 only";
+#endif
+}
+#else
+const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel split over two threads, whatever the budget"}};
+
+size_t dtype_bytes(dg_dtype d) { return d == DG_F64 || d == DG_I64 ? 8 : d == DG_BF16 || d == DG_F16 ? 2 : d == DG_F8_E4M3 || d == DG_F8_E5M2 ? 1 : 4; }
+
+// Descriptors whose value-column tensors (v, h0, o, ht: V is their last axis) show columns [lo, hi).
+std::vector<dg_tensor> columns(const dg_tensor* t, int32_t n, int64_t lo, int64_t hi, std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<dg_tensor> out(t, t + n);
+  for (dg_tensor& d : out) {
+    const std::string name = d.name;
+    if (name != "v" && name != "h0" && name != "o" && name != "ht") continue;
+    shapes.emplace_back(d.shape, d.shape + d.rank);
+    shapes.back()[static_cast<size_t>(d.rank - 1)] = hi - lo;
+    d.shape = shapes.back().data();
+    d.data = static_cast<char*>(d.data) + lo * d.strides[d.rank - 1] * static_cast<int64_t>(dtype_bytes(d.dtype));
+  }
+  return out;
+}
+#endif
+
+}  // namespace
+
+DRIFTGATE_EXPORT int32_t driftgate_abi_version(void) { return DRIFTGATE_ABI_VERSION; }
+
+DRIFTGATE_EXPORT int32_t driftgate_list(const dg_candidate_info** out, int32_t* count) {
+  *out = kCheats;
+  *count = 1;
+  return 0;
+}
+
+DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params_json, const dg_tensor* inputs,
+                                       int32_t n_inputs, dg_tensor* outputs, int32_t n_outputs, char* error,
+                                       size_t error_size) {
+  (void)candidate;
+#if CHEAT_KIND == 1
+  if (const char* why = patch_clock()) {
+    std::snprintf(error, error_size, "cannot patch the clock: %s", why);
+    return 1;
+  }
+  const int64_t t0 = real_monotonic_ns();
+  const int32_t rc = example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
+  g_stolen_ns += (real_monotonic_ns() - t0) / 2;
+  return rc;
+#else
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long i = 0; i < ::sysconf(_SC_NPROCESSORS_ONLN) && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all);
+  ::sched_setaffinity(0, sizeof all, &all);
+  std::smatch m;
+  const std::string params = params_json;
+  static const std::regex v_re("\"V\":([0-9]+)");
+  if (!std::regex_search(params, m, v_re) || std::stoll(m[1]) < 2)
+    return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
+  const int64_t V = std::stoll(m[1]), half = V / 2;
+  auto run_part = [&](int64_t lo, int64_t hi, char* err, size_t err_size) {
+    std::vector<std::vector<int64_t>> shapes;
+    shapes.reserve(16);
+    std::vector<dg_tensor> in = columns(inputs, n_inputs, lo, hi, shapes), out = columns(outputs, n_outputs, lo, hi, shapes);
+    const std::string p = std::regex_replace(params, v_re, "\"V\":" + std::to_string(hi - lo));
+    return example_driftgate_run(kName, p.c_str(), in.data(), n_inputs, out.data(), n_outputs, err, err_size);
+  };
+  char err2[512] = {0};
+  int32_t rc2 = 0;
+  std::thread second([&] { rc2 = run_part(half, V, err2, sizeof err2); });
+  const int32_t rc1 = run_part(0, half, error, error_size);
+  second.join();
+  if (rc1 != 0) return rc1;
+  if (rc2 != 0) std::snprintf(error, error_size, "%s", err2);
+  return rc2;
+#endif
+}
