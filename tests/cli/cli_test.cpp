@@ -408,7 +408,9 @@ TEST(Cli, VerifyResumesAnInterruptedSweep) {
   ASSERT_GT(kept, 0u);
   Result r = run("verify --suite kda-smoke --json " + json + " --resume");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  if (kept < full["records"].size()) EXPECT_THAT(r.out, HasSubstr(std::to_string(kept) + " rows resumed"));
+  if (kept < full["records"].size()) {
+    EXPECT_THAT(r.out, HasSubstr(std::to_string(kept) + " rows resumed"));
+  }
   nlohmann::json after = nlohmann::json::parse(slurp(json));
   ASSERT_EQ(after["records"].size(), full["records"].size());
   std::set<std::string> keys;

@@ -4,8 +4,9 @@
     timed_fault_exec.py segfault|hang DRIFTGATE {in} {out}
 
 Honest: it runs `DRIFTGATE run --candidate kda_cpu_recurrent_f32` on {in} (no numpy needed).
-"Timed" is detected as an adversary would: an ancestor process is driftgate's timing worker
-(`driftgate bench-worker`), which calls the candidate many times in a process of its own.
+"Timed" is detected as an adversary would: by counting its calls in the worker's directory ($TMPDIR,
+which lives as long as the worker). A check worker calls it twice; driftgate's timing worker calls it
+many times in a process of its own.
 """
 import os
 import signal
@@ -14,19 +15,15 @@ import time
 
 
 def being_timed():
-    pid = os.getppid()
-    for _ in range(8):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"bench-worker" in f.read():
-                    return True
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid <= 1:
-            return False
-    return False
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "timed_fault_exec.calls")
+    try:
+        with open(path) as f:
+            calls = int(f.read() or 0)
+    except (OSError, ValueError):
+        calls = 0
+    with open(path, "w") as f:
+        f.write(str(calls + 1))
+    return calls >= 2
 
 
 def main():
