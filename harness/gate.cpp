@@ -1,4 +1,5 @@
 #include "harness/gate.h"
+#include "harness/json_limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -156,7 +157,7 @@ std::string gate_json(const GateReport& r) {
 }
 
 std::vector<GateRow> gate_rows_from_json(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text);
+  nlohmann::json j = parse_json_bounded(text);   // a value nested deeper would overflow the stack when copied
   std::vector<GateRow> rows;
   for (const auto& r : j.at("rows")) {
     GateRow g;
