@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   python3 python3-numpy
+  clang libclang-rt-14-dev
 )
 
 missing=()

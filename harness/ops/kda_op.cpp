@@ -157,7 +157,7 @@ void kda_check_inputs(const Case& c, const TensorMap& in) {
     if (t.rank() != 1 || t.numel() < 2)
       throw InputError(fmt::format("cu_seqlens must be a 1-D tensor of N+1 offsets, got shape {}", t.shape_str()));
     std::vector<int64_t> offs;
-    for (int64_t i = 0; i < t.numel(); ++i) offs.push_back(static_cast<int64_t>(t.get(i)));
+    for (int64_t i = 0; i < t.numel(); ++i) offs.push_back(t.data<int64_t>()[i]);   // i64: checked above
     if (offs.front() != 0) throw InputError(fmt::format("cu_seqlens must start at 0, got {}", offs.front()));
     for (size_t i = 1; i < offs.size(); ++i)
       if (offs[i] < offs[i - 1])
