@@ -19,6 +19,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/safetensors.h"
 #include "tests/run_driftgate.h"
@@ -393,6 +394,31 @@ TEST(CliBadInput, PoliciesThatWouldMergeANullCandidateAreRefused) {
                      msg);
   }
   EXPECT_FALSE(fs::exists(dir + "/out"));
+}
+
+TEST(CliBadInput, MachineCachesThatCannotBeTrustedAreNotUsed) {
+  // A cache that is not a regular file: refused (exit 2), never read or replaced.
+  std::string dir = fresh_dir("machine");
+  fs::create_directories(dir + "/results/machine.json");
+  EXPECT_BAD_INPUT(run("machine", "", dir), "machine.json: cannot read the file: it is a directory");
+  fs::remove_all(dir + "/results/machine.json");
+  // A forged cache for this very machine (its CPU model and core count, so only the figures can
+  // make it suspect) with impossible peaks, which would let any time pass the physical-bound rule,
+  // or zero peaks: measured again and replaced.
+  Result real = run("machine --json", "", dir);
+  ASSERT_EQ(real.rc, 0) << real.err;
+  const nlohmann::json measured = nlohmann::json::parse(real.out);
+  for (double forged : {1e9, 0.0}) {
+    nlohmann::json j = measured;
+    j["f32_fma_gflops_core"] = forged;
+    j["f32_fma_gflops_all"] = forged;
+    j["measured_at"] = "forged";
+    std::ofstream(dir + "/results/machine.json") << j.dump();
+    Result r = run("machine --json", "", dir);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("forged")));
+    EXPECT_NE(nlohmann::json::parse(r.out)["f32_fma_gflops_core"].get<double>(), forged);
+  }
 }
 
 }  // namespace
