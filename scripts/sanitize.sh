@@ -29,7 +29,7 @@ cmake --build "$build" -j "${DRIFTGATE_JOBS:-$(nproc)}" --target driftgate "${te
 # Leak checking is off: workers end with _exit by design, and a leak is not a memory error.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-cd "$build"
+cd "$build/tests"   # where the test programs are
 failed=()
 for t in "${tests[@]}"; do
   start=$(date +%s)
