@@ -98,6 +98,23 @@ std::string canonical_value(const std::string& op, const ParamSpec& p, std::stri
 
 }  // namespace
 
+int64_t checked_product(const std::string& what, std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  std::string text;
+  bool overflow = false;
+  for (int64_t f : factors) {
+    text += fmt::format("{}{}", text.empty() ? "" : "*", f);
+    overflow |= f < 0 || __builtin_mul_overflow(product, f, &product);
+  }
+  if (overflow) throw InputError(fmt::format("{} = {} does not fit in 64 bits", what, text));
+  return product;
+}
+
+void check_option_range(const std::string& option, double value, double lo, double hi, bool lo_open) {
+  const bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
+  if (!ok) throw InputError(fmt::format("{} must be in {}{}, {}], got {}", option, lo_open ? "(" : "[", lo, hi, value));
+}
+
 DType Case::dtype() const {
   auto t = parse_dtype(text("dtype"));
   if (!t) throw InputError("unknown dtype " + text("dtype"));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,14 @@ class Case {
   std::map<std::string, std::string, std::less<>> values_;   // every parameter, canonical text
   std::map<std::string, bool, std::less<>> explicit_;
 };
+
+// The product of `factors` (each >= 0) in checked arithmetic; an InputError "<what> = a*b*... does not
+// fit in 64 bits" when it overflows int64. Ops validate every element count they form with it.
+int64_t checked_product(const std::string& what, std::initializer_list<int64_t> factors);
+
+// A numeric command-line option: throws InputError "<option> must be in [lo, hi], got <value>" (or
+// (lo, hi] when `lo_open`) for NaN, infinities and values outside the range.
+void check_option_range(const std::string& option, double value, double lo, double hi, bool lo_open = false);
 
 // Parses "op(a=1,b=x)" (spaces allowed around tokens). Unknown ops or parameters, bad values,
 // duplicates and broken constraints throw InputError naming the problem.

@@ -13,7 +13,10 @@
 
 #include "datasets/suites.h"
 #include "harness/digest.h"
+#include "harness/case_memory.h"
 #include "harness/exec_candidate.h"
+#include "harness/json_limits.h"
+#include "harness/output_path.h"
 #include "harness/gate_run.h"
 #include "harness/report.h"
 #include "harness/speed.h"
@@ -72,6 +75,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     throw InputError("gate: --claim needs timing; it cannot be judged with --no-time");
   if (!(std::isfinite(g.timeout) && g.timeout > 0))
     throw InputError(fmt::format("gate: --timeout must be a finite number of seconds > 0, got {}", g.timeout));
+  check_option_range("gate --threads", g.threads, 0, 4096);
   set_num_threads(g.threads);
   const Candidate& base = require_candidate(g.base);
   const Candidate& patch = require_candidate(g.patch);
@@ -83,6 +87,11 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     if (c.op() != base.info().op)
       throw InputError(fmt::format("case {} is not of op {}", c.str(), base.info().op));
   Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
+  // Memory and output targets: checked before anything is measured; --out stays locked for the run.
+  check_cases_fit_memory(cases, "gate");
+  if (!g.out.empty()) check_output_dir("gate --out", g.out, {"verdict.json", "verdict.md", "junit.xml"});
+  if (!g.save_failures.empty()) check_output_dir("gate --save-failures", g.save_failures);
+  if (!g.out.empty()) lock_output("gate --out", g.out);
   GateOptions opt;
   opt.tier = resolve_tier(g.tier, g.suite);
   if (claimed) opt.claim = g.claim;
@@ -130,12 +139,11 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     if (g.out.empty()) throw InputError("gate: --resume needs --out DIR (the verdict to resume)");
     std::string path = g.out + "/verdict.json";
     if (std::filesystem::exists(path)) {
-      std::ifstream f(path);
       std::stringstream ss;
-      ss << f.rdbuf();
+      ss << read_regular_file("gate --resume", path, size_t{1} << 30);
       nlohmann::json head;
       try {
-        head = nlohmann::json::parse(ss.str());
+        head = parse_json_bounded(ss.str());
       } catch (const std::exception& e) {
         throw InputError(fmt::format("gate --resume: {} is not a driftgate verdict ({})", path, e.what()));
       }
@@ -171,6 +179,12 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     start = end + 1;
   }
   if (cands.empty()) throw InputError("bench: give --candidate A[,B...]");
+  check_option_range("bench --max-time", g.b_max_time, 0, 3600, true);
+  check_cases_fit_memory(cases, "bench");
+  if (!g.b_json.empty()) {
+    check_output_file("bench --json", g.b_json);
+    lock_output("bench --json", g.b_json);
+  }
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);
   VerifyOptions vo;
   vo.tier = resolve_tier(g.b_tier, g.b_suite);
@@ -291,6 +305,7 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
 // every case of the suite: each must be rejected on every case.
 int cmd_selftest(GateCommands& g, const std::string& cmdline) {
   const Candidate& base = require_candidate(g.s_base);
+  check_option_range("selftest --timeout", g.s_timeout, 0, 86400, true);
   std::vector<Case> cases = resolve_cases(g.s_suite, {}, "selftest");
   Policy policy = default_policy();
   policy.max_time_s = 3;            // the timing cheats are caught by rules, not by a fine interval
@@ -368,7 +383,10 @@ int cmd_calibrate(GateCommands& g) {
   const Candidate& a = require_candidate(g.c_candidate);
   Case c = parse_case(g.c_case);
   if (c.op() != a.info().op) throw InputError(fmt::format("calibrate: {} does not implement {}", a.name(), c.op()));
-  if (g.c_trials < 1) throw InputError("calibrate: --trials must be >= 1");
+  check_option_range("calibrate --trials", g.c_trials, 1, 10000);
+  check_option_range("calibrate --slowdown", g.c_slowdown, 0, 1, true);
+  check_option_range("calibrate --max-time", g.c_max_time, 0, 3600, true);
+  check_cases_fit_memory({c}, "calibrate");
   Policy policy = default_policy();
   policy.max_time_s = g.c_max_time;
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);

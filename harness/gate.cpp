@@ -1,4 +1,5 @@
 #include "harness/gate.h"
+#include "harness/json_limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -354,7 +355,7 @@ std::string gate_json(const GateReport& r) {
 }
 
 std::vector<GateRow> gate_rows_from_json(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text);
+  nlohmann::json j = parse_json_bounded(text);   // a value nested deeper would overflow the stack when copied
   if (j.value("kind", "") != "gate") throw std::invalid_argument("not a gate verdict (kind is not \"gate\")");
   if (!j.contains("rows_digest") || !j.contains("resume_key"))
     throw std::invalid_argument("no rows_digest / resume_key (written by an older driftgate, or by hand)");

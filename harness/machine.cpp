@@ -3,7 +3,9 @@
 #include "harness/machine.h"
 
 #include <immintrin.h>
+#include <iostream>
 #include <sched.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/json_limits.h"
+#include "harness/output_path.h"
 #include "harness/report.h"
 
 namespace dg {
@@ -435,20 +439,62 @@ MachineLimits load_or_measure_machine(const std::string& path, bool remeasure, d
   return load_or_measure_machine(path, remeasure, [seconds_budget] { return measure_machine(seconds_budget); });
 }
 
+std::string machine_suspect(const MachineLimits& m) {
+  if (m.cpu.empty()) return "no CPU model";
+  if (m.cores < 1) return fmt::format("{} cores", m.cores);
+  const std::pair<const char*, double> figures[] = {
+      {"f32_fma_gflops_core", m.f32_fma_gflops_core},     {"f32_fma_gflops_all", m.f32_fma_gflops_all},
+      {"f64_fma_gflops_core", m.f64_fma_gflops_core},     {"f64_fma_gflops_all", m.f64_fma_gflops_all},
+      {"stream_triad_gbs_core", m.stream_triad_gbs_core}, {"stream_triad_gbs_all", m.stream_triad_gbs_all}};
+  for (const auto& [name, v] : figures)
+    if (!std::isfinite(v) || v <= 0) return fmt::format("{} is {}", name, v);
+  if (m.f32_fma_gflops_all < m.f32_fma_gflops_core || m.f64_fma_gflops_all < m.f64_fma_gflops_core ||
+      m.stream_triad_gbs_all < m.stream_triad_gbs_core)
+    return "an all-core figure below its one-core figure";
+  if (m.f32_fma_gflops_core < m.f64_fma_gflops_core || m.f32_fma_gflops_all < m.f64_fma_gflops_all)
+    return "f32 FMA slower than f64 FMA (a disturbed run: f32 lanes do twice the work)";
+  if (m.f32_fma_gflops_core < kMinCoreGflops || m.stream_triad_gbs_core < kMinCoreGbs)
+    return fmt::format("one core measured below {} GFLOP/s or {} GB/s (a machine under heavy contention)",
+                       kMinCoreGflops, kMinCoreGbs);
+  if (m.f32_fma_gflops_core > kMaxCoreGflops || m.stream_triad_gbs_core > kMaxCoreGbs ||
+      m.f32_fma_gflops_all > kMaxCoreGflops * m.cores || m.stream_triad_gbs_all > kMaxCoreGbs * m.cores)
+    return fmt::format("above {} GFLOP/s or {} GB/s per core (no CPU is that fast)", kMaxCoreGflops, kMaxCoreGbs);
+  return {};
+}
+
 MachineLimits load_or_measure_machine(const std::string& path, bool remeasure,
                                       const std::function<MachineLimits()>& measure) {
   if (!remeasure) {
-    std::ifstream f(path);
-    if (f) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {   // a cache that is not a regular file is refused (exit 2), never read
       try {
-        const MachineLimits cached = machine_from_json(nlohmann::json::parse(f));
-        if (cached.cpu == this_cpu_model() && cached.cores == this_machine_cores()) return cached;
+        const MachineLimits cached = machine_from_json(parse_json_bounded(read_regular_file("machine cache", path, 1 << 20)));
+        if (cached.cpu == this_cpu_model() && cached.cores == this_machine_cores() && machine_suspect(cached).empty())
+          return cached;
+      } catch (const InputError&) {
+        throw;
       } catch (const std::exception&) {
         // unreadable cache: measure again and replace it
       }
     }
   }
-  const MachineLimits m = measure();
+  std::string why;
+  MachineLimits m;
+  for (int attempt = 0; attempt < kMachineAttempts; ++attempt) {
+    m = measure();
+    why = machine_suspect(m);
+    if (why.empty()) break;
+  }
+  if (!why.empty()) {
+    if (!std::isfinite(m.f32_fma_gflops_core + m.f32_fma_gflops_all + m.f64_fma_gflops_core + m.f64_fma_gflops_all +
+                       m.stream_triad_gbs_core + m.stream_triad_gbs_all) ||
+        m.cores < 1 || std::min({m.f32_fma_gflops_core, m.f64_fma_gflops_core, m.stream_triad_gbs_core}) <= 0)
+      throw std::runtime_error(fmt::format("machine: {} measurements in a row were unusable ({})", kMachineAttempts, why));
+    std::cerr << fmt::format("driftgate: machine: the measurement looks disturbed ({}) after {} attempts; using it for "
+                             "this run only, {} is not written\n",
+                             why, kMachineAttempts, path);
+    return m;
+  }
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   write_file_atomic(path, to_json(m).dump(2) + "\n");

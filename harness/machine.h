@@ -56,10 +56,27 @@ nlohmann::json to_json(const MachineLimits& m);
 // Throws std::runtime_error naming the first missing or mistyped field.
 MachineLimits machine_from_json(const nlohmann::json& j);
 
-// Reads `path` (normally results/machine.json) when it exists, parses, and was measured on this CPU
-// model with this core count; otherwise (or when `remeasure`) measures, writes `path` atomically
-// (temporary file + rename, creating the folder) and returns the new figures. A cache file that
-// cannot be parsed is replaced, not an error.
+// Why a measurement (or a cache file, which anyone can edit) cannot be trusted, or "" when it can. A
+// measurement is suspect when:
+//   - a figure is NaN, infinite, zero or negative, or the CPU model or core count is missing;
+//   - an all-core figure is below its one-core figure, or f32 FMA is below f64 FMA (f32 lanes do
+//     twice the work per instruction: a lower reading means the run was disturbed);
+//   - one core measured below kMinCoreGflops f32 GFLOP/s or kMinCoreGbs GB/s (any x86 CPU since
+//     2005 does more: another process held the core), or above kMaxCoreGflops / kMaxCoreGbs per core
+//     (no CPU does that: a forged cache, which would make the physical-bound rule pass anything).
+// Low figures would turn honest kernels INVALID ("faster than the machine"), high ones would let
+// cheats through, so neither is cached.
+inline constexpr double kMinCoreGflops = 1, kMinCoreGbs = 0.5, kMaxCoreGflops = 1000, kMaxCoreGbs = 400;
+inline constexpr int kMachineAttempts = 3;
+std::string machine_suspect(const MachineLimits& m);
+
+// Reads `path` (normally results/machine.json) when it exists, parses, was measured on this CPU model
+// with this core count, and is not suspect; otherwise (or when `remeasure`) measures, up to
+// kMachineAttempts times while the measurement is suspect. A measurement that is not suspect is
+// written to `path` atomically (temporary file + rename, creating the folder) and returned. When
+// every attempt is suspect, the last one is used for this run only (a note on stderr), never cached;
+// when it is unusable (a figure NaN, infinite or <= 0), std::runtime_error. A cache file that cannot
+// be parsed is replaced, not an error.
 MachineLimits load_or_measure_machine(const std::string& path, bool remeasure, double seconds_budget = 2.0);
 // The same with the measurement passed in (the tests count its calls).
 MachineLimits load_or_measure_machine(const std::string& path, bool remeasure,

@@ -14,7 +14,10 @@
 #include "datasets/suites.h"
 #include "harness/cli_gate.h"
 #include "harness/digest.h"
+#include "harness/case_memory.h"
 #include "harness/exec_candidate.h"
+#include "harness/json_limits.h"
+#include "harness/output_path.h"
 #include "harness/plugin.h"
 #include "harness/report.h"
 #include "harness/safetensors.h"
@@ -43,6 +46,22 @@ std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
+}
+
+// The inputs stored in a .safetensors file for `verify --inputs` and `run --in`: every tensor but
+// the reference values a file may also carry, which are not inputs and are dropped here: tensors
+// named as the op's outputs (`driftgate export` writes o, ht, ... beside the inputs) and the
+// "ref.*" and "out.*" tensors of a --save-failures file. Everything else must be exactly an input
+// of the case (OpSpec::check_inputs refuses extra names, other dtypes and other shapes).
+TensorMap stored_inputs(const OpSpec& op, const TensorMap& file) {
+  TensorMap in;
+  for (const auto& [name, t] : file) {
+    bool reference = name.rfind("ref.", 0) == 0 || name.rfind("out.", 0) == 0;
+    for (const TensorSpec& s : op.tensors)
+      if (s.name == name && s.role == TensorRole::output) reference = true;
+    if (!reference) in[name] = t;
+  }
+  return in;
 }
 
 // --- list ---------------------------------------------------------------------------------------
@@ -91,9 +110,14 @@ struct VerifyArgs {
   bool certify = false, in_process = false, resume = false;
   int threads = 0, runs = 1;
   double min_bits = -1, timeout = 600;
+  bool min_bits_given = false;
 };
 
 int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
+  check_option_range("verify --runs", a.runs, 1, 100);
+  check_option_range("verify --threads", a.threads, 0, 4096);
+  check_option_range("verify --timeout", a.timeout, 0, 86400, true);
+  if (a.min_bits_given) check_option_range("verify --min-bits", a.min_bits, 0, 64);
   VerifyOptions opt;
   opt.tier = resolve_tier(a.tier, a.suite);
   opt.certify = a.certify;
@@ -120,14 +144,14 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   std::optional<TensorMap> stored;
   if (!a.inputs.empty()) {
     if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
-    stored = read_safetensors(a.inputs).tensors;
-    find_op(cases[0].op())->check_inputs(cases[0], *stored);
+    const OpSpec& op = *find_op(cases[0].op());
+    stored = stored_inputs(op, read_safetensors(a.inputs).tensors);
+    op.check_inputs(cases[0], *stored);
   }
-  if (!a.json.empty()) {
-    std::filesystem::path dir = std::filesystem::path(a.json).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw InputError(fmt::format("--json: directory '{}' does not exist", dir.string()));
-  }
+  check_cases_fit_memory(cases, "verify");
+  if (!a.json.empty()) check_output_file("verify --json", a.json);
+  if (!a.save_failures.empty()) check_output_dir("verify --save-failures", a.save_failures);
+  if (!a.json.empty()) lock_output("verify --json", a.json);   // held until this run ends
 
   // What a resumed run must match: options, cases, inputs, the binary and the outside candidates.
   // Written into --json with a digest over it and the rows, so a file edited by hand, or written by
@@ -160,8 +184,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
     if (std::filesystem::exists(a.json)) {
       nlohmann::json old;
       try {
-        std::ifstream f(a.json);
-        old = nlohmann::json::parse(f);
+        old = parse_json_bounded(read_regular_file("verify --resume", a.json, size_t{1} << 30));
       } catch (const std::exception& e) {
         throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
       }
@@ -231,6 +254,8 @@ int cmd_export(const std::string& case_str, const std::string& tier_s, const std
   Case c = parse_case(case_str);
   Tier tier = resolve_tier(tier_s, "");
   const OpSpec* op = find_op(c.op());
+  check_cases_fit_memory({c}, "export");
+  check_output_file("export --out", out);
   TensorMap in = generate_inputs(c);
   op->check_inputs(c, in);
   RefOutputs ref = op->reference(c, in, tier, -1);
@@ -261,17 +286,17 @@ int cmd_export(const std::string& case_str, const std::string& tier_s, const std
 int cmd_run(const std::string& cand_name, const std::string& in_path, const std::string& out_path,
             const std::string& case_arg) {
   const Candidate& cand = require_candidate(cand_name);
+  check_output_file("run --out", out_path);
   SafetensorsFile f = read_safetensors(in_path);
   std::string cs = !case_arg.empty() ? case_arg : (f.metadata.count("case") ? f.metadata.at("case") : "");
   if (cs.empty()) throw InputError(fmt::format("{}: no 'case' in __metadata__; pass --case", in_path));
   Case c = parse_case(cs);
   if (cand.info().op != c.op())
     throw InputError(fmt::format("candidate {} implements {}, but the case is {}", cand.name(), cand.info().op, c.op()));
-  TensorMap in;
   const OpSpec* op = find_op(c.op());
-  for (const TensorSpec& t : op->tensors)
-    if (t.role == TensorRole::input && f.tensors.count(t.name)) in[t.name] = f.tensors.at(t.name);
+  TensorMap in = stored_inputs(*op, f.tensors);
   op->check_inputs(c, in);
+  check_cases_fit_memory({c}, "run");
   TensorMap out = run_candidate(cand, c, in);
   write_safetensors(out_path, out, {{"case", c.str()}, {"candidate", cand.name()}});
   std::cout << fmt::format("wrote {} ({} outputs of {})\n", out_path, out.size(), cand.name());
@@ -372,6 +397,8 @@ int run_main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  va.min_bits_given = verify->get_option("--min-bits")->count() > 0;
+  check_tmpdir();
   if (*plugin_list) return plugin_list_main(pl_library, pl_report);
   // A timing worker granted fewer cores than the machine has pins itself before any candidate
   // code is loaded (harness/timing_worker.h).

@@ -1,5 +1,6 @@
 #include "harness/policy.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,8 @@
 #include <toml++/toml.h>
 
 #include "harness/case.h"
+#include "harness/output_path.h"
+#include "harness/registry.h"
 #include "policy_default.h"
 
 namespace dg {
@@ -16,9 +19,13 @@ namespace {
   throw InputError(fmt::format("policy {}: {}", source, what));
 }
 
+// Every number must be finite (TOML has nan and inf literals); ranges are checked by policy_problem
+// once the whole file is read.
 double number(const toml::node& n, const std::string& source, const std::string& key) {
-  if (auto v = n.value<double>()) return *v;
-  fail(source, fmt::format("'{}' must be a number", key));
+  std::optional<double> v = n.value<double>();
+  if (!v) fail(source, fmt::format("'{}' must be a number", key));
+  if (!std::isfinite(*v)) fail(source, fmt::format("'{}' must be a finite number, got {}", key, *v));
+  return *v;
 }
 
 double positive(const toml::node& n, const std::string& source, const std::string& key, bool allow_zero = true) {
@@ -40,7 +47,11 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
         else if (name == "naive_factor") p.naive_factor = positive(pn, source, full);
         else if (name == "floor_ulps") p.floor_ulps = positive(pn, source, full);
         else if (name == "drift_margin") p.drift_margin = positive(pn, source, full);
-        else if (name == "drift_min_positions") p.drift_min_positions = static_cast<int64_t>(positive(pn, source, full));
+        else if (name == "drift_min_positions") {
+          auto v = pn.value<int64_t>();
+          if (!v || !pn.is_integer()) fail(source, fmt::format("'{}' must be an integer", full));
+          p.drift_min_positions = *v;
+        }
         else if (name == "metrics") {
           const toml::array* a = pn.as_array();
           if (!a) fail(source, "'precision.metrics' must be an array of strings");
@@ -105,6 +116,49 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
 
 }  // namespace
 
+const std::vector<PolicyBound>& policy_bounds() {
+  static const std::vector<PolicyBound> bounds = {
+      {"precision.slack", 0, 2, &Policy::slack},
+      {"precision.naive_factor", 0, 4, &Policy::naive_factor},
+      {"precision.floor_ulps", 0, 16, &Policy::floor_ulps},
+      {"precision.drift_margin", 0, 1, &Policy::drift_margin},
+      {"throughput.confidence", 0.8, 0.9999, &Policy::confidence},
+      {"throughput.min_effect", 0, 0.5, &Policy::min_effect},
+      {"throughput.max_time_s", 0.1, 3600, &Policy::max_time_s},
+      {"throughput.target_halfwidth", 0.001, 0.5, &Policy::target_halfwidth},
+      {"throughput.claim_tolerance", 0, 0.5, &Policy::claim_tolerance},
+  };
+  return bounds;
+}
+
+std::string policy_problem(const Policy& p) {
+  for (const PolicyBound& b : policy_bounds()) {
+    const double v = p.*b.field;
+    if (!(v >= b.lo && v <= b.hi))   // NaN fails too
+      return fmt::format("'{}' must be in [{}, {}], got {}", b.key, b.lo, b.hi, v);
+  }
+  if (p.drift_min_positions < 1 || p.drift_min_positions > kMaxDriftMinPositions)
+    return fmt::format("'precision.drift_min_positions' must be in [1, {}], got {}", kMaxDriftMinPositions,
+                       p.drift_min_positions);
+  if (p.metrics.empty()) return "'precision.metrics' must name at least one metric (\"rms\", \"max_abs\")";
+  for (const auto& [format, bits] : p.min_bits) {
+    const std::optional<DType> d = parse_dtype(format);
+    if (!d) return fmt::format("[precision.min_bits]: unknown format '{}'", format);
+    const int precision = info(*d).precision;
+    if (!(bits >= 1 && bits <= precision))
+      return fmt::format("'precision.min_bits.{}' must be in [1, {}] (the format's significand bits), got {}", format,
+                         precision, bits);
+  }
+  for (const auto& [key, cand] : p.naive) {
+    if (cand.empty()) return fmt::format("'naive.{}' must name a candidate", key);
+    // A canary as the naive kernel would raise every limit to its own (huge) error.
+    if (const Candidate* c = find_candidate(cand); c && is_canary(c->info()))
+      return fmt::format("'naive.{}' names {}, a null or cheating candidate, which cannot set a precision limit", key,
+                         cand);
+  }
+  return {};
+}
+
 double Policy::min_bits_for(DType format) const {
   auto it = min_bits.find(std::string(name(format)));
   return it == min_bits.end() ? 0.0 : it->second;
@@ -125,6 +179,7 @@ Policy parse_policy(const std::string& text, const std::string& source) {
   } catch (const toml::parse_error& e) {
     fail(source, fmt::format("not valid TOML: {} (line {})", e.description(), e.source().begin.line));
   }
+  if (std::string problem = policy_problem(p); !problem.empty()) fail(source, problem);
   return p;
 }
 
@@ -134,11 +189,7 @@ Policy default_policy() {
 }
 
 Policy read_policy(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError(fmt::format("policy {}: cannot read the file", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_policy(ss.str(), path);
+  return parse_policy(read_regular_file("policy", path, size_t{1} << 20), path);
 }
 
 }  // namespace dg

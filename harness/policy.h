@@ -38,6 +38,20 @@ struct Policy {
   std::string naive_for(const std::string& op, DType format) const;
 };
 
+// The range of every number of a policy (policies/default.toml documents each): a policy outside
+// them could merge a null candidate (slack or naive_factor huge, min_bits negative, min_effect that
+// calls any slowdown SAME) or reject every kernel. NaN and infinities are outside every range.
+struct PolicyBound {
+  const char* key;   // "precision.slack"
+  double lo, hi;     // inclusive
+  double Policy::*field;
+};
+const std::vector<PolicyBound>& policy_bounds();
+inline constexpr int64_t kMaxDriftMinPositions = int64_t{1} << 20;
+// The first rule `p` breaks (a bound above, min_bits in [1, the format's significand bits], at least
+// one metric, no canary as a naive kernel), or "" when it keeps every one.
+std::string policy_problem(const Policy& p);
+
 // The built-in default (policies/default.toml compiled in).
 Policy default_policy();
 // Reads a policy file over the default; unknown keys, wrong types and bad values throw InputError

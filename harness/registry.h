@@ -48,6 +48,12 @@ struct Storage {
   double state_bytes() const;
 };
 
+// A stored input of a case: the exact dtype and shape the op reads it in.
+struct InputSpec {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
 // One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
 // reference, and how the harness drives a candidate.
 struct OpSpec {
@@ -58,6 +64,10 @@ struct OpSpec {
   // Checks constraints the parameter types cannot express (HV % H == 0, K <= 256, ...); throws
   // InputError naming the problem.
   std::function<void(const Case&)> validate;
+  // Every stored input of a case (what the regime's generator writes), with its exact dtype and shape.
+  // check_inputs refuses a missing tensor, another dtype, another shape and any name not here;
+  // case_memory_bytes (harness/case_memory.h) sizes a case from it before anything is allocated.
+  std::function<std::map<std::string, InputSpec>(const Case&)> inputs;
   // Shapes of the output and in-out tensors of a case.
   std::function<std::map<std::string, std::vector<int64_t>>(const Case&)> output_shapes;
   // Checks stored inputs (names, dtypes, shapes, finiteness) against the case; throws InputError.

@@ -5,7 +5,12 @@
 #include <fstream>
 #include <filesystem>
 #include <thread>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -205,23 +210,49 @@ std::string drift_table(const std::vector<Record>& records) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // Never over something that is not a regular file: renaming over /dev/null (as root) or a FIFO
+  // would replace it. Checked before the temporary file exists, so a refused target leaves nothing.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw InputError(fmt::format("'{}' exists and is not a regular file: driftgate will not replace it", path));
+  // The temporary file is unique, in the target's directory (so the rename is atomic), and removed
+  // on every failure.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create a temporary file beside {}: {}", path, std::strerror(errno)));
   register_temp_file(tmp);   // a SIGINT/SIGTERM meanwhile removes it (sandbox.h)
   struct Unregister {
     const std::string& p;
     ~Unregister() { unregister_temp_file(p); }
   } unregister{tmp};
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error("cannot write " + tmp);
-    f << text;
-    f.close();
-    if (!f) {
-      std::filesystem::remove(tmp);
-      throw std::runtime_error("cannot write " + tmp);
-    }
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("{} {}: {}", what, tmp, std::strerror(err)));
+  };
+  ::fchmod(fd, 0644);
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t put = ::write(fd, text.data() + done, text.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) fail("cannot write");
+    done += static_cast<size_t>(put);
   }
-  std::filesystem::rename(tmp, path);
+  if (::fsync(fd) != 0) fail("cannot fsync");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot close {}: {}", tmp, std::strerror(err)));
+  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {   // appeared while we wrote
+    ::unlink(tmp.c_str());
+    throw InputError(fmt::format("'{}' exists and is not a regular file: driftgate will not replace it", path));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+  }
 }
 
 }  // namespace dg

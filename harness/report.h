@@ -25,7 +25,9 @@ nlohmann::json records_json(const std::vector<Record>& records, const std::strin
 // ref_bits when certified, disposition.
 std::string drift_table(const std::vector<Record>& records);
 
-// Writes text to a temporary file beside `path` and renames it into place.
+// Writes text to a unique temporary file beside `path`, fsyncs it and renames it into place: a reader
+// sees the old file or the new one. Refuses (InputError, nothing written) a `path` that exists and is
+// not a regular file; the temporary file is removed on every failure.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace dg

@@ -18,9 +18,11 @@
 // key order with contiguous offsets, the header padded with spaces to a multiple of 8 so that the data
 // buffer starts 8-byte aligned. (The reference orders tensors by decreasing dtype alignment and then by
 // name; with key order and no padding between tensors, a tensor's data is aligned only to the sizes
-// before it. Readers never rely on either.) The file goes to "<path>.tmp.<pid>" first and is renamed
-// over `path` only once complete and fsync'ed, so `path` is always either the old file or the new one.
+// before it. Readers never rely on either.) The file goes to a unique "<path>.tmp.XXXXXX" first and is
+// renamed over `path` only once complete and fsync'ed, so `path` is always either the old file or the
+// new one; a `path` that exists and is not a regular file is refused, never replaced.
 #include "harness/safetensors.h"
+#include "harness/json_limits.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -47,6 +49,9 @@ using nlohmann::json;
 // The reference implementation's limit (MAX_HEADER_SIZE): a larger header is not a safetensors file.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
+// A header is an object of objects holding arrays: depth 3. Anything much deeper is not a header.
+constexpr int kMaxHeaderDepth = 8;
+
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kSupported = "F64 F32 BF16 F16 F8_E4M3 F8_E5M2 I64 I32";
 
@@ -55,6 +60,15 @@ constexpr std::string_view kSupported = "F64 F32 BF16 F16 F8_E4M3 F8_E5M2 I64 I3
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+std::string file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
 
 class FileDescriptor {
  public:
@@ -127,13 +141,20 @@ struct Entry {
   uint64_t nbytes = 0;
 };
 
-std::string shape_text(const json& shape) { return shape.dump(); }
+// A JSON value for a message: at most ~80 characters. Values are only printed after the header passed
+// the depth check, so dump() never recurses deeply.
+std::string short_text(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+std::string shape_text(const json& shape) { return short_text(shape); }
 
 // A non-negative integer that fits int64 (shape dimensions) or uint64 (offsets).
 uint64_t parse_count(const json& v, const std::string& path, const std::string& where, bool is_dim) {
   if (v.is_number_integer() && !v.is_number_unsigned())
     fail(path, fmt::format("{}: negative {} {}", where, is_dim ? "dimension" : "offset", v.get<int64_t>()));
-  if (!v.is_number_unsigned()) fail(path, fmt::format("{}: {} is {}, not a non-negative integer", where, v.dump(), type_of(v)));
+  if (!v.is_number_unsigned()) fail(path, fmt::format("{}: {} is {}, not a non-negative integer", where, short_text(v), type_of(v)));
   const uint64_t x = v.get<uint64_t>();
   if (is_dim && x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     fail(path, fmt::format("{}: dimension {} is too large", where, x));
@@ -175,7 +196,7 @@ Entry parse_entry(const std::string& name, const json& v, const std::string& pat
   if (!off->is_array() || off->size() != 2)
     fail(path, fmt::format("{}: \"data_offsets\" is {}, not an array [begin, end]", tname,
                            off->is_array() ? fmt::format("an array of {} values", off->size()) : type_of(*off)));
-  const std::string where = fmt::format("{}: data_offsets {}", tname, off->dump());
+  const std::string where = fmt::format("{}: data_offsets {}", tname, short_text(*off));
   e.begin = parse_count((*off)[0], path, where, false);
   e.end = parse_count((*off)[1], path, where, false);
   if (e.begin > e.end) fail(path, fmt::format("{}: begin {} > end {}", where, e.begin, e.end));
@@ -224,6 +245,10 @@ json parse_header(const std::string& text, const std::string& path) {
     }
     return true;
   };
+  // Bounded first: a header nested 100,000 levels deep is refused before any JSON code walks it.
+  if (json_nesting_depth(text, kMaxHeaderDepth) > kMaxHeaderDepth)
+    fail(path, fmt::format("header nests arrays or objects deeper than {} levels: not a safetensors header",
+                           kMaxHeaderDepth));
   json header;
   try {
     header = json::parse(text, track);
@@ -267,11 +292,14 @@ void check_layout(std::vector<Entry>& entries, uint64_t buffer_bytes, const std:
 }  // namespace
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. Only regular
+  // files are read (the flag changes nothing for them).
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) fail(path, fmt::format("cannot open: {}", errno_text(errno)));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(path, fmt::format("cannot stat: {}", errno_text(errno)));
-  if (!S_ISREG(st.st_mode)) fail(path, "cannot read: not a regular file");
+  if (!S_ISREG(st.st_mode))
+    fail(path, fmt::format("cannot read: not a regular file (it is {})", file_kind(st.st_mode)));
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < 8)
     fail(path, fmt::format("file is {} bytes, shorter than the 8-byte header length", file_bytes));
@@ -359,9 +387,15 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // Never over something that is not a regular file (as root, renaming over /dev/null replaces the
+  // device node); checked before the temporary file exists, so a refusal leaves nothing behind.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(path, fmt::format("exists and is {}: driftgate will not replace it", file_kind(st.st_mode)));
+  std::string tmp = path + ".tmp.XXXXXX";   // unique, beside `path` (a rename within one directory)
+  FileDescriptor fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (fd.get() < 0) fail(path, fmt::format("cannot create temporary file {}: {}", tmp, errno_text(errno)));
+  ::fchmod(fd.get(), 0644);
   try {
     std::byte prefix[8];
     for (int i = 0; i < 8; ++i) prefix[i] = static_cast<std::byte>(header.size() >> (8 * i));
@@ -370,6 +404,8 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
     for (const auto& [name, t] : tensors) write_all(fd.get(), t.bytes(), t.nbytes(), path, tmp);
     if (::fsync(fd.get()) != 0) fail(path, fmt::format("fsync of {} failed: {}", tmp, errno_text(errno)));
     if (const int err = fd.close(); err != 0) fail(path, fmt::format("closing {} failed: {}", tmp, errno_text(err)));
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))   // appeared while we wrote
+      fail(path, fmt::format("exists and is {}: driftgate will not replace it", file_kind(st.st_mode)));
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) fail(path, fmt::format("cannot rename {} over it: {}", tmp, ec.message()));

@@ -24,6 +24,7 @@ struct SafetensorsFile {
 // Dtypes F64 F32 BF16 F16 F8_E4M3 F8_E5M2 I64 I32 (tf32 is written as F32).
 SafetensorsFile read_safetensors(const std::string& path);
 // Writes to a temporary file beside `path`, then renames: a reader never sees a half-written file.
+// Refuses a `path` that exists and is not a regular file (a directory, a device node, a FIFO).
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

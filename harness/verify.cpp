@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/output_path.h"
 #include "harness/safetensors.h"
 #include "harness/worker.h"
 
@@ -16,12 +17,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string sanitize(const std::string& s) {
-  std::string out;
-  for (char ch : s) out += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.') ? ch : '_';
-  return out;
 }
 
 void save_failure(const std::string& dir, const Case& c, const Record& rec, const TensorMap& in,
@@ -41,7 +36,7 @@ void save_failure(const std::string& dir, const Case& c, const Record& rec, cons
                                              {"disposition", std::string(disposition_name(rec.disposition))},
                                              {"reason", rec.reason}};
   for (const auto& [k, v] : extra) meta[k] = v;
-  write_safetensors(dir + "/" + sanitize(c.str()) + "__" + rec.candidate + ".safetensors", all, meta);
+  write_safetensors(dir + "/" + failure_file_name(c.str(), rec.candidate), all, meta);
 }
 
 }  // namespace
@@ -229,8 +224,8 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
       auto p = positions.find(name);
       std::future<DriftCurve> drift;
       if (p != positions.end())
-        drift = std::async(std::launch::async, [&] {
-          return drift_curve(values, cv, p->second.token_position, p->second.inner);
+        drift = std::async(std::launch::async, [&, &ref_values = values] {   // clang 14 captures no bindings
+          return drift_curve(ref_values, cv, p->second.token_position, p->second.inner);
         });
       r.metrics = compare(values, cv, t.dtype());
       if (drift.valid()) r.drift = drift.get();

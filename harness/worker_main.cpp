@@ -45,7 +45,12 @@ void set_limit(int resource, rlim_t soft, rlim_t hard, const char* what) {
 // far more address space than any limit we would set (an RLIMIT_AS makes context creation fail).
 bool apply_limits(const WorkerArgs& a, const CandidateInfo& info) {
   set_limit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE");
-  const bool memory = a.mem_limit > 0 && info.backend != "cuda";
+  bool memory = a.mem_limit > 0 && info.backend != "cuda";
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer builds (scripts/sanitize.sh) reserve terabytes of shadow address space, so an
+  // RLIMIT_AS would fail every allocation: they run without the memory limit.
+  memory = false;
+#endif
   if (memory) {
     const auto b = static_cast<rlim_t>(a.mem_limit);
     set_limit(RLIMIT_AS, b, b, "RLIMIT_AS");

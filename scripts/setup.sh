@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   python3 python3-numpy
   libssl-dev libxml2-utils
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -114,28 +114,27 @@ RefOutputs fused_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_
   return out;
 }
 
-void fused_check(const Case& c, const TensorMap& in) {
+std::map<std::string, InputSpec> fused_inputs(const Case& c) {
   FusedShapes s = shapes(c);
   const KdaParams& p = s.p;
-  check_tensor(in, "xq", {p.B, p.T, p.H, p.K}, c);
-  check_tensor(in, "xk", {p.B, p.T, p.H, p.K}, c);
-  check_tensor(in, "xv", {p.B, p.T, p.HV, p.V}, c);
-  check_tensor(in, "wq", {s.Cq, s.W}, c);
-  check_tensor(in, "wk", {s.Cq, s.W}, c);
-  check_tensor(in, "wv", {s.Cv, s.W}, c);
-  check_tensor(in, "conv_q0", {p.B, s.Cq, s.W - 1}, c);
-  check_tensor(in, "conv_k0", {p.B, s.Cq, s.W - 1}, c);
-  check_tensor(in, "conv_v0", {p.B, s.Cv, s.W - 1}, c);
-  check_tensor(in, "g", {p.B, p.T, p.HV, p.K}, c);
-  check_tensor(in, "beta", {p.B, p.T, p.HV}, c);
-  check_tensor(in, "ogate", {p.B, p.T, p.HV, p.V}, c);
-  check_tensor(in, "nweight", {p.V}, c);
+  const DType dt = c.dtype();
+  std::map<std::string, InputSpec> in = {
+      {"xq", {dt, {p.B, p.T, p.H, p.K}}},         {"xk", {dt, {p.B, p.T, p.H, p.K}}},
+      {"xv", {dt, {p.B, p.T, p.HV, p.V}}},        {"wq", {DType::f32, {s.Cq, s.W}}},
+      {"wk", {DType::f32, {s.Cq, s.W}}},          {"wv", {DType::f32, {s.Cv, s.W}}},
+      {"conv_q0", {DType::f32, {p.B, s.Cq, s.W - 1}}}, {"conv_k0", {DType::f32, {p.B, s.Cq, s.W - 1}}},
+      {"conv_v0", {DType::f32, {p.B, s.Cv, s.W - 1}}}, {"g", {dt, {p.B, p.T, p.HV, p.K}}},
+      {"beta", {dt, {p.B, p.T, p.HV}}},           {"ogate", {dt, {p.B, p.T, p.HV, p.V}}},
+      {"nweight", {DType::f32, {p.V}}}};
   if (p.gate != KdaGate::pregated) {
-    if (p.use_A_log) check_tensor(in, "A_log", {p.HV}, c);
-    check_tensor(in, "dt_bias", {p.HV * p.K}, c);
+    if (p.use_A_log) in["A_log"] = {DType::f32, {p.HV}};
+    in["dt_bias"] = {DType::f32, {p.HV * p.K}};
   }
-  if (p.has_h0) check_tensor(in, "h0", state_shape(p), c);
+  if (p.has_h0) in["h0"] = {DType::f32, state_shape(p)};
+  return in;
 }
+
+void fused_check(const Case& c, const TensorMap& in) { check_inputs_exact(c, in, fused_inputs(c)); }
 
 // Copies the per-sequence blocks of `from` (sequence order) into `pool` slots, or back.
 void to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
@@ -221,6 +220,8 @@ OpSpec fused_spec() {
     if (c.integer("W") < 1 || c.integer("W") > 8)
       throw InputError(fmt::format("kda_decode_fused: W must be in [1, 8], got {}", c.integer("W")));
     if (!(c.real("eps") > 0)) throw InputError(fmt::format("kda_decode_fused: eps must be > 0, got {}", c.real("eps")));
+    checked_product("kda_decode_fused: B*H*K*W", {c.integer("B"), c.integer("H"), c.integer("K"), c.integer("W")});
+    checked_product("kda_decode_fused: B*HV*V*W", {c.integer("B"), kda_params(c).HV, c.integer("V"), c.integer("W")});
   };
   s.output_shapes = [](const Case& c) -> std::map<std::string, std::vector<int64_t>> {
     FusedShapes f = shapes(c);
@@ -228,6 +229,7 @@ OpSpec fused_spec() {
     return {{"o", {p.B, p.T, p.HV, p.V}}, {"ht", state_shape(p)}, {"conv_q", {p.B, f.Cq, f.W - 1}},
             {"conv_k", {p.B, f.Cq, f.W - 1}}, {"conv_v", {p.B, f.Cv, f.W - 1}}};
   };
+  s.inputs = fused_inputs;
   s.check_inputs = fused_check;
   s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) { return fused_ref(c, in, tier, max_tokens); };
   s.certify = [](const Case& c, const TensorMap& in, Tier tier) {

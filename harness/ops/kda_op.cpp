@@ -35,7 +35,11 @@ KdaParams kda_params(const Case& c) {
     std::vector<int64_t> lens = c.int_list("seqlens");
     if (!lens.empty()) {
       p.cu_seqlens.push_back(0);
-      for (int64_t len : lens) p.cu_seqlens.push_back(p.cu_seqlens.back() + len);
+      for (int64_t len : lens) {
+        int64_t end = 0;   // kda_validate refuses a sum past T before any caller reads these
+        if (__builtin_add_overflow(p.cu_seqlens.back(), len, &end)) end = INT64_MAX;
+        p.cu_seqlens.push_back(end);
+      }
       if (p.cu_seqlens.back() < p.T) p.cu_seqlens.push_back(p.T);   // the rest is one last segment
     }
   }
@@ -88,21 +92,33 @@ void kda_validate(const Case& c) {
   auto fail = [&](const std::string& what) { throw InputError(fmt::format("{}: {}", op, what)); };
   for (const char* n : {"T", "B", "H", "K", "V"})
     if (c.integer(n) < 1) fail(fmt::format("{} must be >= 1, got {}", n, c.integer(n)));
-  KdaParams p = kda_params(c);
   if (c.integer("HV") < 0) fail(fmt::format("HV must be >= 0, got {}", c.integer("HV")));
+  // seqlens before kda_params reads them: every length >= 0 and the sum, in checked arithmetic, <= T.
+  if (op == "kda") {
+    const std::vector<int64_t> lens = c.int_list("seqlens");
+    if (!lens.empty() && c.integer("B") != 1) fail(fmt::format("varlen (seqlens) needs B=1, got B={}", c.integer("B")));
+    int64_t sum = 0;
+    for (int64_t len : lens) {
+      if (len < 0) fail(fmt::format("seqlens must be >= 0, got {}", len));
+      if (__builtin_add_overflow(sum, len, &sum) || sum > c.integer("T"))
+        fail(fmt::format("seqlens sum exceeds T={}", c.integer("T")));
+    }
+    if (lens.size() > static_cast<size_t>(c.integer("T")) + 1)
+      fail(fmt::format("{} seqlens for T={}: at most T+1 segments", lens.size(), c.integer("T")));
+  }
+  KdaParams p = kda_params(c);
   if (p.HV % p.H != 0) fail(fmt::format("HV % H must be 0 (GVA), got HV={} H={}", p.HV, p.H));
   if (p.K > 256) fail(fmt::format("K must be <= 256, got K={}", p.K));
   if (p.V > 256) fail(fmt::format("V must be <= 256, got V={}", p.V));
   if (!(p.lower_bound < 0)) fail(fmt::format("lb must be < 0, got {}", p.lower_bound));
   if (p.scale < 0) fail(fmt::format("scale must be >= 0, got {}", p.scale));
   if (!p.use_A_log && p.gate == KdaGate::softplus) fail("a_log=0 is only allowed with gate=lower_bound");
-  if (!p.cu_seqlens.empty()) {
-    if (p.B != 1) fail(fmt::format("varlen (seqlens) needs B=1, got B={}", p.B));
-    for (int64_t len : c.int_list("seqlens"))
-      if (len < 0) fail(fmt::format("seqlens must be >= 0, got {}", len));
-    if (p.cu_seqlens.back() != p.T)
-      fail(fmt::format("seqlens sum to {} which exceeds T={}", p.cu_seqlens.back(), p.T));
-  }
+  // Every element count and index product the op forms, in checked arithmetic (the memory check
+  // then sizes the case: harness/case_memory.h).
+  checked_product(op + ": B*T*H*K", {p.B, p.T, p.H, p.K});
+  checked_product(op + ": B*T*HV*V", {p.B, p.T, p.HV, p.V});
+  checked_product(op + ": B*T*HV*K", {p.B, p.T, p.HV, p.K});
+  checked_product(op + ": B*HV*K*V", {p.num_seqs(), p.HV, p.K, p.V});
 }
 
 namespace {
@@ -114,25 +130,34 @@ std::map<std::string, std::vector<int64_t>> kda_output_shapes(const Case& c) {
   return {{"o", {p.B, p.T, p.HV, p.V}}, {"ht", state}};
 }
 
-// Every stored input: present, float, the right shape, finite; cu_seqlens consistent with the case.
+// The stored inputs: q, k, v, g, beta in the case's dtype; A_log, dt_bias and h0 in f32;
+// cu_seqlens (varlen cases) in i64 (datasets/regimes.cpp writes exactly these).
+std::map<std::string, InputSpec> kda_inputs(const Case& c) {
+  KdaParams p = kda_params(c);
+  const DType dt = c.dtype();
+  std::map<std::string, InputSpec> want = {
+      {"q", {dt, {p.B, p.T, p.H, p.K}}}, {"k", {dt, {p.B, p.T, p.H, p.K}}}, {"v", {dt, {p.B, p.T, p.HV, p.V}}},
+      {"g", {dt, {p.B, p.T, p.HV, p.K}}}, {"beta", {dt, {p.B, p.T, p.HV}}}};
+  if (p.gate != KdaGate::pregated) {
+    if (p.use_A_log) want["A_log"] = {DType::f32, {p.HV}};
+    want["dt_bias"] = {DType::f32, {p.HV * p.K}};
+  }
+  if (p.has_h0) want["h0"] = {DType::f32, kda_output_shapes(c).at("ht")};
+  if (!p.cu_seqlens.empty()) want["cu_seqlens"] = {DType::i64, {static_cast<int64_t>(p.cu_seqlens.size())}};
+  return want;
+}
+
+// Every stored input exactly as kda_inputs says, finite; cu_seqlens consistent with the case.
 void kda_check_inputs(const Case& c, const TensorMap& in) {
   KdaParams p = kda_params(c);
-  std::map<std::string, std::vector<int64_t>> want = {
-      {"q", {p.B, p.T, p.H, p.K}}, {"k", {p.B, p.T, p.H, p.K}}, {"v", {p.B, p.T, p.HV, p.V}},
-      {"g", {p.B, p.T, p.HV, p.K}}, {"beta", {p.B, p.T, p.HV}}};
-  if (p.gate != KdaGate::pregated) {
-    if (p.use_A_log) want["A_log"] = {p.HV};
-    want["dt_bias"] = {p.HV * p.K};
-  }
-  if (p.has_h0) want["h0"] = kda_output_shapes(c).at("ht");
-  for (const auto& [name, shape] : want) check_tensor(in, name, shape, c);
+  check_inputs_exact(c, in, kda_inputs(c));
   auto cu = in.find("cu_seqlens");
   if (cu != in.end()) {
     const Tensor& t = cu->second;
     if (t.rank() != 1 || t.numel() < 2)
       throw InputError(fmt::format("cu_seqlens must be a 1-D tensor of N+1 offsets, got shape {}", t.shape_str()));
     std::vector<int64_t> offs;
-    for (int64_t i = 0; i < t.numel(); ++i) offs.push_back(static_cast<int64_t>(t.get(i)));
+    for (int64_t i = 0; i < t.numel(); ++i) offs.push_back(t.data<int64_t>()[i]);   // i64: checked above
     if (offs.front() != 0) throw InputError(fmt::format("cu_seqlens must start at 0, got {}", offs.front()));
     for (size_t i = 1; i < offs.size(); ++i)
       if (offs[i] < offs[i - 1])
@@ -245,6 +270,7 @@ OpSpec kda_spec(bool decode) {
   if (!decode) s.tensors.push_back({"cu_seqlens", TensorRole::input, "[N+1] i64 varlen offsets"});
   s.validate = kda_validate;
   s.output_shapes = kda_output_shapes;
+  s.inputs = kda_inputs;
   s.check_inputs = kda_check_inputs;
   s.reference = kda_ref;
   s.certify = kda_certify;

@@ -33,16 +33,15 @@ NormParams norm_params(const Case& c) {
   return p;
 }
 
-void check_tensor(const TensorMap& in, const std::string& name, const std::vector<int64_t>& shape, const Case& c) {
-  auto it = in.find(name);
-  if (it == in.end()) throw InputError(fmt::format("input tensor '{}' is missing for {}", name, c.str()));
-  const Tensor& t = it->second;
-  if (!info(t.dtype()).is_float)
-    throw InputError(fmt::format("input tensor '{}' has dtype {}, expected a float dtype", name, dg::name(t.dtype())));
-  if (t.shape() != shape) {
-    Tensor expect(t.dtype(), shape);
-    throw InputError(fmt::format("input tensor '{}' has shape {}, expected {}", name, t.shape_str(), expect.shape_str()));
-  }
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? "," : "", shape[i]);
+  return s + "]";
+}
+
+void check_finite(const Tensor& t, const std::string& name) {
   std::vector<double> buf(4096);
   for (int64_t off = 0; off < t.numel(); off += static_cast<int64_t>(buf.size())) {
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(buf.size()), t.numel() - off);
@@ -50,6 +49,30 @@ void check_tensor(const TensorMap& in, const std::string& name, const std::vecto
     for (int64_t i = 0; i < n; ++i)
       if (!std::isfinite(buf[static_cast<size_t>(i)]))
         throw InputError(fmt::format("input tensor '{}' holds {} at flat index {}", name, buf[static_cast<size_t>(i)], off + i));
+  }
+}
+
+}  // namespace
+
+void check_inputs_exact(const Case& c, const TensorMap& in, const std::map<std::string, InputSpec>& want) {
+  std::string extra;
+  for (const auto& [name, t] : in)
+    if (!want.count(name)) extra += fmt::format("{}'{}'", extra.empty() ? "" : ", ", name);
+  if (!extra.empty()) {
+    std::string known;
+    for (const auto& [name, spec] : want) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
+    throw InputError(fmt::format("unexpected input tensor(s) {} for {} (it reads exactly: {})", extra, c.str(), known));
+  }
+  for (const auto& [name, spec] : want) {
+    auto it = in.find(name);
+    if (it == in.end()) throw InputError(fmt::format("input tensor '{}' is missing for {}", name, c.str()));
+    const Tensor& t = it->second;
+    if (t.dtype() != spec.dtype)
+      throw InputError(fmt::format("input tensor '{}' is stored as {}, but {} reads it as {} (inputs are never converted)",
+                                   name, dg::name(t.dtype()), c.str(), dg::name(spec.dtype)));
+    if (t.shape() != spec.shape)
+      throw InputError(fmt::format("input tensor '{}' has shape {}, expected {}", name, t.shape_str(), shape_text(spec.shape)));
+    if (info(t.dtype()).is_float) check_finite(t, name);
   }
 }
 
@@ -98,17 +121,20 @@ OpSpec conv_spec() {
       if (c.integer(n) < 1) throw InputError(fmt::format("causal_conv1d: {} must be >= 1, got {}", n, c.integer(n)));
     if (c.integer("W") < 1 || c.integer("W") > 8)
       throw InputError(fmt::format("causal_conv1d: W must be in [1, 8], got {}", c.integer("W")));
+    checked_product("causal_conv1d: B*T*D", {c.integer("B"), c.integer("T"), c.integer("D")});
+    checked_product("causal_conv1d: B*D*W", {c.integer("B"), c.integer("D"), c.integer("W")});
   };
   s.output_shapes = [](const Case& c) -> std::map<std::string, std::vector<int64_t>> {
     ConvParams p = conv_params(c);
     return {{"y", {p.B, p.T, p.D}}, {"state", {p.B, p.D, p.W - 1}}};
   };
-  s.check_inputs = [](const Case& c, const TensorMap& in) {
+  s.inputs = [](const Case& c) {
     ConvParams p = conv_params(c);
-    check_tensor(in, "x", {p.B, p.T, p.D}, c);
-    check_tensor(in, "weight", {p.D, p.W}, c);
-    if (c.boolean("state")) check_tensor(in, "state0", {p.B, p.D, p.W - 1}, c);
+    std::map<std::string, InputSpec> in = {{"x", {c.dtype(), {p.B, p.T, p.D}}}, {"weight", {DType::f32, {p.D, p.W}}}};
+    if (c.boolean("state")) in["state0"] = {DType::f32, {p.B, p.D, p.W - 1}};
+    return in;
   };
+  s.check_inputs = [](const Case& c, const TensorMap& in) { check_inputs_exact(c, in, find_op(c.op())->inputs(c)); };
   s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) {
     ConvParams p = conv_params(c);
     const Tensor* st = c.boolean("state") ? &in.at("state0") : nullptr;
@@ -183,17 +209,18 @@ OpSpec norm_spec() {
     for (const char* n : {"N", "D"})
       if (c.integer(n) < 1) throw InputError(fmt::format("rmsnorm_gated: {} must be >= 1, got {}", n, c.integer(n)));
     if (!(c.real("eps") > 0)) throw InputError(fmt::format("rmsnorm_gated: eps must be > 0, got {}", c.real("eps")));
+    checked_product("rmsnorm_gated: N*D", {c.integer("N"), c.integer("D")});
   };
   s.output_shapes = [](const Case& c) -> std::map<std::string, std::vector<int64_t>> {
     NormParams p = norm_params(c);
     return {{"y", {p.N, p.D}}};
   };
-  s.check_inputs = [](const Case& c, const TensorMap& in) {
+  s.inputs = [](const Case& c) {
     NormParams p = norm_params(c);
-    check_tensor(in, "x", {p.N, p.D}, c);
-    check_tensor(in, "gate", {p.N, p.D}, c);
-    check_tensor(in, "weight", {p.D}, c);
+    return std::map<std::string, InputSpec>{
+        {"x", {c.dtype(), {p.N, p.D}}}, {"gate", {c.dtype(), {p.N, p.D}}}, {"weight", {DType::f32, {p.D}}}};
   };
+  s.check_inputs = [](const Case& c, const TensorMap& in) { check_inputs_exact(c, in, find_op(c.op())->inputs(c)); };
   s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t) {
     NormReferenceResult r = rmsnorm_gated_reference(tier, norm_params(c), in.at("x"), in.at("gate"), in.at("weight"));
     return RefOutputs{{"y", std::move(r.y)}};

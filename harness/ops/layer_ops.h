@@ -2,6 +2,7 @@
 // fused decode op (kda_fused_op.cpp) shares with them.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,12 @@ namespace dg {
 ConvParams conv_params(const Case& c);   // a causal_conv1d case
 NormParams norm_params(const Case& c);   // an rmsnorm_gated case
 
-// Throws InputError unless in[name] exists, is a float tensor of `shape` and holds no NaN/Inf (the
-// stored-input check of every op).
-void check_tensor(const TensorMap& in, const std::string& name, const std::vector<int64_t>& shape, const Case& c);
+// The stored-input check of every op: `in` holds exactly the tensors of `want` (OpSpec::inputs), each
+// with exactly its dtype (a bf16 case's q stored as f16 or f64 is refused, not converted) and shape,
+// and every float tensor holds no NaN/Inf. Throws InputError naming the tensor and the problem; an
+// extra tensor is refused with its name.
+struct InputSpec;
+void check_inputs_exact(const Case& c, const TensorMap& in, const std::map<std::string, InputSpec>& want);
 
 // The first `keep` indices of axis `axis`: [B,T,...] cut to [B,keep,...] (axis 1), [N,...] to
 // [keep,...] (axis 0).

@@ -8,6 +8,16 @@
 #include <cmath>
 #include <cstdint>
 
+#if defined(__clang__)
+// clang's C++ mode does not see glibc's _Float128 declarations (the fuzz build, tests/fuzz, uses
+// clang); the functions are the same libm symbols, and __float128 is the same type.
+extern "C" {
+__float128 sqrtf128(__float128) noexcept;
+__float128 expf128(__float128) noexcept;
+__float128 log1pf128(__float128) noexcept;
+}
+#endif
+
 namespace dg {
 
 using F128 = __float128;

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "datasets/suites.h"
+#include "harness/case_memory.h"
 #include "harness/ops/kda_op.h"
+#include "harness/verify.h"
 #include "harness/registry.h"
 
 namespace dg {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string error_of(const std::string& s) {
@@ -85,6 +88,77 @@ TEST(Case, BadInputNamesTheProblem) {
   EXPECT_THAT(error_of("kda(dtype=f8)"), HasSubstr("one of: f64, f32, bf16, f16"));
   EXPECT_THAT(error_of("kda(lb=0.5,gate=lower_bound)"), HasSubstr("lb must be < 0"));
   EXPECT_THAT(error_of("kda(seqlens=1/x)"), HasSubstr("integers separated by '/'"));
+}
+
+TEST(Case, OverflowingSumsAndProductsAreRefused) {
+  // Before: the seqlens sum wrapped around, passed validation and corrupted the heap.
+  EXPECT_THAT(error_of("kda(T=8,seqlens=9223372036854775807/9223372036854775807)"), HasSubstr("seqlens sum exceeds T=8"));
+  EXPECT_THAT(error_of("kda(T=8,seqlens=9223372036854775807/1)"), HasSubstr("seqlens sum exceeds T=8"));
+  EXPECT_THAT(error_of("kda(T=8,seqlens=4/-4)"), HasSubstr("seqlens must be >= 0"));
+  EXPECT_THAT(error_of("kda(T=1M,B=4611686018427387904,K=128,V=128)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("kda(T=4611686018427387904,H=2,K=128,V=128)"), HasSubstr("B*T*H*K"));
+  EXPECT_THAT(error_of("kda(T=4,H=4611686018427387904,K=8,V=8)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("kda_decode(T=4,B=4611686018427387904,K=8,V=8)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("kda_decode_fused(T=1,B=1,H=4611686018427387904,K=8,V=8)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("causal_conv1d(T=4611686018427387904,B=4,D=4)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("rmsnorm_gated(N=4611686018427387904,D=4)"), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(error_of("kda(T=9223372036854775807K)"), HasSubstr("expects an integer"));
+  EXPECT_EQ(checked_product("x", {3, 5, 7}), 105);
+  EXPECT_THROW(checked_product("x", {int64_t{1} << 32, int64_t{1} << 31}), InputError);
+  EXPECT_THROW(checked_product("x", {-1, 2}), InputError);
+  // At the edge: a sum of exactly T is fine.
+  EXPECT_EQ(parse_case("kda(T=8,H=1,K=8,V=8,seqlens=4/4)").int_list("seqlens"), (std::vector<int64_t>{4, 4}));
+}
+
+TEST(Case, MemoryEstimateComesFromTheOpSpec) {
+  // kda, f32, T=64, H=1, K=V=16, long_memory (h0=1): q, k, v, g at 64*16 f32 each, beta 64, h0
+  // 16*16; twice. Outputs o (64*16) and ht (16*16) at 16 bytes per element.
+  const Case c = parse_case("kda(T=64,H=1,K=16,V=16,regime=long_memory,dtype=f32,seed=0)");
+  ASSERT_TRUE(c.boolean("h0"));
+  const long double inputs = 2.0L * 4 * (4 * 64 * 16 + 64 + 16 * 16);
+  const long double outputs = 16.0L * (64 * 16 + 16 * 16);
+  EXPECT_EQ(case_memory_bytes(c), inputs + outputs);
+  const Case huge = parse_case("kda(T=64M,B=64,H=64,K=256,V=256,regime=long_memory,dtype=f32,seed=0)");
+  EXPECT_GT(case_memory_bytes(huge), 1e15L);
+  EXPECT_THAT([&] {
+    try {
+      check_cases_fit_memory({c, huge}, "verify");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }(), AllOf(HasSubstr("verify: case kda(T=67108864"), HasSubstr("of memory")));
+  EXPECT_NO_THROW(check_cases_fit_memory({c}, "verify"));
+  ASSERT_TRUE(available_memory_bytes().has_value());
+  EXPECT_GT(*available_memory_bytes(), 0u);
+}
+
+TEST(Case, StoredInputsMustMatchTheOpSpecExactly) {
+  const Case c = parse_case("kda(T=8,H=1,K=8,V=8,regime=varlen_ragged,seqlens=3/5,dtype=bf16,seed=0)");
+  TensorMap in = generate_inputs(c);
+  const OpSpec* op = find_op("kda");
+  ASSERT_NO_THROW(op->check_inputs(c, in));
+  EXPECT_EQ(op->inputs(c).size(), in.size());
+  auto error = [&](const TensorMap& m) {
+    try {
+      op->check_inputs(c, m);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  TensorMap extra = in;
+  extra["o"] = Tensor(DType::f64, {1, 8, 1, 8});
+  EXPECT_THAT(error(extra), HasSubstr("unexpected input tensor(s) 'o'"));
+  TensorMap wrong = in;
+  wrong["k"] = Tensor(DType::f16, in.at("k").shape());
+  EXPECT_THAT(error(wrong), HasSubstr("input tensor 'k' is stored as f16, but " + c.str() + " reads it as bf16"));
+  TensorMap cu = in;
+  cu["cu_seqlens"] = Tensor(DType::i32, cu.at("cu_seqlens").shape());
+  EXPECT_THAT(error(cu), HasSubstr("input tensor 'cu_seqlens' is stored as i32"));
+  TensorMap missing = in;
+  missing.erase("beta");
+  EXPECT_THAT(error(missing), HasSubstr("input tensor 'beta' is missing"));
 }
 
 TEST(Suites, EveryCaseParsesCanonically) {

@@ -271,7 +271,9 @@ TEST_P(RandomInputs, AgreeWithMpfr) {
   for (int i = 0; i < kOthers; ++i) {
     const double hi = random_double(rng, t);
     const int k = 2 + static_cast<int>(rng() % 60);
-    double lo = std::ldexp(static_cast<double>(rng() >> 11), std::ilogb(hi) - 53 - 53 - k);
+    // ilogb(0) and ilogb(NaN) are INT_MIN: subtracting from it would overflow; such a hi gets lo = 0.
+    const int e = (hi == 0 || std::isnan(hi)) ? -1074 : std::ilogb(hi);
+    double lo = std::ldexp(static_cast<double>(rng() >> 11), e - 53 - 53 - k);
     if (rng() & 1) lo = -lo;
     c.dd({hi, (rng() % 8 == 0) ? 0.0 : lo});
     c.mp_rel(hi, (rng() & 1) ? 1 : -1, 20 + static_cast<int>(rng() % 120));

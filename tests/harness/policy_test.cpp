@@ -1,11 +1,18 @@
 #include "harness/policy.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "harness/case.h"
+#include "harness/registry.h"
 
 namespace dg {
 namespace {
@@ -57,6 +64,71 @@ TEST(Policy, BadFilesNameTheProblem) {
   } catch (const InputError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("cannot read"));
   }
+}
+
+TEST(Policy, EveryBoundIsEnforcedAtBothEnds) {
+  // Each documented range of policies/default.toml: its ends are accepted, just outside is refused
+  // with the key and the range named, and NaN and infinities are refused.
+  ASSERT_FALSE(policy_bounds().empty());
+  for (const PolicyBound& b : policy_bounds()) {
+    const std::string key = b.key;
+    const std::string table = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
+    auto text = [&](const std::string& v) { return "[" + table + "]\n" + name + " = " + v + "\n"; };
+    auto num = [](double v) { return fmt::format("{:.17g}", v); };
+    EXPECT_EQ(error_of(text(num(b.lo))), "(no error)") << key;
+    EXPECT_EQ(error_of(text(num(b.hi))), "(no error)") << key;
+    const double below = b.lo == 0 ? -1e-3 : b.lo * (1 - 1e-6) - 1e-9;
+    const double above = b.hi * (1 + 1e-6) + 1e-9;
+    const std::string low_error = error_of(text(num(below)));
+    EXPECT_THAT(low_error, HasSubstr(key)) << key << " at " << below;
+    EXPECT_THAT(error_of(text(num(above))), HasSubstr(key)) << key << " at " << above;
+    for (const char* v : {"nan", "inf", "-inf"}) EXPECT_THAT(error_of(text(v)), HasSubstr("finite")) << key << " = " << v;
+  }
+  EXPECT_EQ(error_of("[precision]\ndrift_min_positions = 1\n"), "(no error)");
+  EXPECT_THAT(error_of("[precision]\ndrift_min_positions = 0\n"), HasSubstr("[1, 1048576]"));
+  EXPECT_THAT(error_of("[precision]\ndrift_min_positions = 1048577\n"), HasSubstr("[1, 1048576]"));
+  EXPECT_THAT(error_of("[precision]\ndrift_min_positions = 1.5\n"), HasSubstr("must be an integer"));
+  EXPECT_THAT(error_of("[precision]\ndrift_min_positions = 1e30\n"), HasSubstr("must be an integer"));
+}
+
+TEST(Policy, PoliciesThatWouldMergeANullCandidateAreRefused) {
+  // Before: each of these parsed, and kda_null_zeros_f32 could MERGE.
+  EXPECT_THAT(error_of("[precision]\nslack = inf\n"), HasSubstr("'precision.slack' must be a finite number, got inf"));
+  EXPECT_THAT(error_of("[precision]\nslack = nan\n"), HasSubstr("'precision.slack' must be a finite number"));
+  EXPECT_THAT(error_of("[precision]\nnaive_factor = 1e300\n"), HasSubstr("'precision.naive_factor' must be in [0, 4]"));
+  EXPECT_THAT(error_of("[precision]\nfloor_ulps = 1e300\n"), HasSubstr("'precision.floor_ulps' must be in [0, 16]"));
+  EXPECT_THAT(error_of("[precision.min_bits]\nf32 = -1\n"), HasSubstr("'precision.min_bits.f32' must be in [1, 24]"));
+  EXPECT_THAT(error_of("[precision.min_bits]\nbf16 = 0\n"), HasSubstr("'precision.min_bits.bf16' must be in [1, 8]"));
+  EXPECT_THAT(error_of("[precision.min_bits]\nf32 = 25\n"), HasSubstr("[1, 24]"));
+  EXPECT_EQ(error_of("[precision.min_bits]\nf32 = 24\ne5m2 = 1\n"), "(no error)");
+  EXPECT_THAT(error_of("[precision.min_bits]\nf32 = nan\n"), HasSubstr("finite"));
+  EXPECT_THAT(error_of("[precision]\nmetrics = []\n"), HasSubstr("at least one metric"));
+  // A canary as the naive kernel (registered here as driftgate registers its null candidates).
+  if (!find_candidate("kda_null_zeros_f32"))
+    register_candidate({"kda_null_zeros_f32", "kda", "null", "zeros", DType::f32, DType::f32, DType::f32, "test canary"},
+                       [](const Case&, const TensorMap&, TensorMap&) {});
+  EXPECT_THAT(error_of("[naive]\n\"kda.f32\" = \"kda_null_zeros_f32\"\n"), HasSubstr("null or cheating candidate"));
+  EXPECT_THAT(error_of("[naive]\n\"kda.f32\" = \"\"\n"), HasSubstr("must name a candidate"));
+  EXPECT_THAT(error_of("[throughput]\nmin_effect = 1\n"), HasSubstr("'throughput.min_effect' must be in [0, 0.5]"));
+  EXPECT_THAT(error_of("[throughput]\nclaim_tolerance = 5\n"), HasSubstr("'throughput.claim_tolerance'"));
+  // The default policy keeps every rule; a Policy built in code is checked the same way.
+  EXPECT_EQ(policy_problem(default_policy()), "");
+  Policy p = default_policy();
+  p.slack = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(policy_problem(p), HasSubstr("precision.slack"));
+}
+
+TEST(Policy, AFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = ::testing::TempDir() + "/dg_policy_fifo_" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    read_policy(fifo);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("a FIFO, not a regular file"));
+  }
+  ::unlink(fifo.c_str());
 }
 
 }  // namespace

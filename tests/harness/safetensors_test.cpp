@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -268,17 +270,28 @@ TEST_F(SafetensorsTest, WriteLeavesOnlyTheFile) {
   EXPECT_EQ(f.tensors.count("y"), 1u);
 }
 
-TEST_F(SafetensorsTest, FailedRenameRemovesTheTemporaryFile) {
-  // `path` is a non-empty directory: the temporary file is written, the rename over it fails.
+TEST_F(SafetensorsTest, NonRegularTargetsAreRefusedAndLeaveNothing) {
+  // A directory, a FIFO and (where this process may create one) a device node: refused before any
+  // temporary file exists, and left as they were.
   const fs::path target = dir_ / "occupied";
   fs::create_directories(target / "inner");
-  try {
-    write_safetensors(target.string(), {{"x", random_tensor(DType::f32, {8}, 11)}});
-    ADD_FAILURE() << "write over a directory did not throw";
-  } catch (const SafetensorsError& e) {
-    EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr(target.string()), HasSubstr("cannot rename")));
+  std::vector<std::pair<fs::path, std::string>> targets = {{target, "a directory"}};
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  targets.push_back({dir_ / "fifo", "a FIFO"});
+  if (::mknod((dir_ / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) targets.push_back({dir_ / "null", "a character device"});
+  const std::vector<std::string> before = listing();
+  for (const auto& [path, kind] : targets) {
+    try {
+      write_safetensors(path.string(), {{"x", random_tensor(DType::f32, {8}, 11)}});
+      ADD_FAILURE() << "write over " << kind << " did not throw";
+    } catch (const SafetensorsError& e) {
+      EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr(path.string()), HasSubstr("exists and is " + kind)));
+    }
+    struct stat st {};
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+    EXPECT_FALSE(S_ISREG(st.st_mode)) << kind << " was replaced";
   }
-  EXPECT_EQ(listing(), std::vector<std::string>{"occupied"});
+  EXPECT_EQ(listing(), before);
   EXPECT_TRUE(fs::is_directory(target / "inner"));
 }
 
@@ -315,6 +328,31 @@ TEST_F(SafetensorsTest, MissingFile) {
 
 TEST_F(SafetensorsTest, DirectoryIsNotAFile) {
   EXPECT_THAT(read_error(dir_.string()), HasSubstr("not a regular file"));
+}
+
+TEST_F(SafetensorsTest, FifoIsRefusedWithoutWaiting) {
+  // Opened without blocking: before, reading a FIFO waited for a writer forever.
+  const std::string fifo = (dir_ / "in.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(read_error(fifo), HasSubstr("not a regular file (it is a FIFO)"));
+}
+
+TEST_F(SafetensorsTest, DeeplyNestedHeaderIsRefused) {
+  // 100,000 levels: before, printing the value in the error message overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_THAT(read_error_of("{\"x\":{\"dtype\":\"F32\",\"shape\":" + deep + ",\"data_offsets\":[0,0]}}"),
+              HasSubstr("deeper than 8 levels"));
+  EXPECT_THAT(read_error_of("{\"__metadata__\":" + std::string(50, '{') + std::string(50, '}') + "}"),
+              HasSubstr("deeper than 8 levels"));
+  // Brackets inside strings do not count; a value nested a little is named, and its text is cut short.
+  const std::string nested = "[[[[1]]]]";
+  EXPECT_THAT(read_error_of("{\"x\":{\"dtype\":\"F32\",\"shape\":[" + nested + "],\"data_offsets\":[0,0]},"
+                            "\"__metadata__\":{\"k\":\"[[[[[[[[[[[[\"}}"),
+              HasSubstr("not a non-negative integer"));
+  const std::string wide = "[" + std::string(2000, '1') + "]";
+  const std::string msg = read_error_of("{\"x\":{\"dtype\":\"F32\",\"shape\":[\"" + std::string(5000, 'a') +
+                                        "\"],\"data_offsets\":[0,0]}}");
+  EXPECT_LT(msg.size(), 600u);
 }
 
 TEST_F(SafetensorsTest, ShorterThanEightBytes) {
