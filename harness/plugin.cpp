@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "driftgate/candidate_abi.h"
+#include "harness/json_limits.h"
 #include "harness/report.h"
 #include "harness/threads.h"
 #include "harness/worker.h"
@@ -396,7 +397,7 @@ void list_plugin_in_worker(const std::string& path) {
   // The list came from a process that ran plugin code: every field is checked again here.
   std::vector<CandidateInfo> infos;
   try {
-    const nlohmann::json j = nlohmann::json::parse(report);
+    const nlohmann::json j = parse_json_bounded(report);
     const nlohmann::json& list = j.at("candidates");
     if (!list.is_array() || list.size() > static_cast<size_t>(kMaxPluginCandidates))
       throw std::runtime_error("the candidate list is not an array of at most 4096 entries");

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/json_limits.h"
 #include "harness/report.h"
 #include "harness/stats.h"
 #include "harness/threads.h"
@@ -70,6 +71,14 @@ bool read_all(int fd, void* p, size_t n) {
     n -= static_cast<size_t>(r);
   }
   return true;
+}
+
+// The calling thread's time spent waiting for a CPU so far (seconds; /proc/thread-self/schedstat,
+// 0 where the kernel keeps none).
+double own_run_queue_wait() {
+  std::ifstream f("/proc/thread-self/schedstat");
+  double run_ns = 0, delay_ns = 0;
+  return f >> run_ns >> delay_ns ? 1e-9 * delay_ns : 0.0;
 }
 
 double median_of(std::vector<double> v) {
@@ -180,6 +189,7 @@ struct Sample {
   int cand = -1;
   double wall = 0, cpu = 0, self = 0;
   double delay = 0;  // the worker's main thread's wait for a CPU during the call
+  double observer_delay = 0;  // the wait for a CPU of driftgate's serving thread during the call
   double other = 0;  // CPU time of the worker's threads other than its main thread (not children)
 };
 
@@ -269,11 +279,13 @@ class ChannelServer {
         pending_index = ++timed_count[static_cast<size_t>(m.cand)];
       }
       const WorkerProbe::Reading r0 = probe_.settled();
+      const double own0 = own_run_queue_wait();
       const auto t0 = Clock::now();
       if (!write_all(to_worker_[1], "G", 1)) return;
       WireMsg d;
       if (!read_msg(d)) return;
       const auto t1 = Clock::now();
+      const double own1 = own_run_queue_wait();
       const WorkerProbe::Reading r1 = probe_.settled();
       if (d.tag != 'D' || d.cand != m.cand) {
         protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
@@ -283,6 +295,7 @@ class ChannelServer {
       s.wall = std::chrono::duration<double>(t1 - t0).count();
       s.cpu = (r1.threads + r1.children) - (r0.threads + r0.children);
       s.delay = std::max(0.0, r1.main_delay - r0.main_delay);
+      s.observer_delay = std::max(0.0, own1 - own0);
       s.other = r1.main_run > 0 ? std::max(0.0, (r1.threads - r0.threads) - (r1.main_run - r0.main_run)) : 0;
       s.self = d.self_s;
       if (s.self >= 0) samples.push_back(s);   // < 0: the call threw; the worker reports it
@@ -314,13 +327,15 @@ int budget_of(const TimingRequest& req) {
 
 std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
                          const std::vector<double>& cpu, const std::vector<double>& delay,
-                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks) {
+                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
+                         const std::vector<double>& observer_delay) {
   if (wall.empty()) return "";
   std::string out;
   auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
   if (self.size() == wall.size()) {
     std::vector<double> gap(wall.size());
-    for (size_t i = 0; i < wall.size(); ++i) gap[i] = wall[i] - self[i];
+    const bool observed = observer_delay.size() == wall.size();
+    for (size_t i = 0; i < wall.size(); ++i) gap[i] = wall[i] - (observed ? observer_delay[i] : 0.0) - self[i];
     const double med_gap = median_of(gap), med_wall = median_of(wall);
     const double allowed = 3 * round_trip + kClockRelTolerance * med_wall + kClockAbsTolerance;
     if (med_gap > allowed)
@@ -406,7 +421,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   const double round_trip = median_of(noop);
 
   std::vector<BenchSamples> out;
-  nlohmann::json j = nlohmann::json::parse(report);
+  nlohmann::json j = parse_json_bounded(report);
   for (const auto& s : j.at("samples")) {
     BenchSamples b;
     b.candidate = s.at("candidate");
@@ -430,11 +445,12 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     BenchSamples& b = out[ci];
     if (b.candidate != req.candidates[ci])
       throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", b.candidate, req.candidates[ci]));
-    std::vector<double> wall, self, cpu, delay, other;
+    std::vector<double> wall, self, cpu, delay, other, observer;
     for (const Sample& s : server.samples)
       if (s.tag == 'R' && s.cand == static_cast<int>(ci)) {
         wall.push_back(s.wall);
         delay.push_back(s.delay);
+        observer.push_back(s.observer_delay);
         other.push_back(s.other);
         self.push_back(s.self);
         cpu.push_back(s.cpu);
@@ -459,7 +475,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.self_seconds = self;
     b.cpu_seconds = cpu;
     b.invalid = judge_timing(b.candidate, wall, self, cpu, delay, device ? std::vector<double>{} : other, round_trip, granted,
-                             server.saw_children());
+                             server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
   }
   return out;

@@ -86,10 +86,14 @@ int timing_worker_main(const TimingRequest& req, const std::string& report);
 // call, `self` the worker's own time, `cpu` CPU time read from outside, `delay` the time its main
 // thread waited for a CPU, `other` the CPU time of its other threads (children excluded),
 // `round_trip` the median no-op exchange, `threads` the budget,
-// `children_ticks` whether CPU time came from reaped children (10 ms ticks). Returns "" or the
-// broken rules ("rule clock: ...; rule cpu_budget: ...").
+// `children_ticks` whether CPU time came from reaped children (10 ms ticks), `observer_delay` the
+// time driftgate's own timing thread waited for a CPU within each interval (a candidate whose
+// threads still spin after its call keeps driftgate from reading the end; that wait is not the
+// candidate's clock running slow, and the verdict's sample keeps it). Returns "" or the broken
+// rules ("rule clock: ...; rule cpu_budget: ...").
 std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
                          const std::vector<double>& cpu, const std::vector<double>& delay,
-                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks);
+                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
+                         const std::vector<double>& observer_delay = {});
 
 }  // namespace dg

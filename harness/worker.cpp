@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/registry.h"
+#include "harness/json_limits.h"
 #include "harness/safetensors.h"
 #include "harness/sandbox.h"
 #include "harness/verify.h"
@@ -106,7 +107,9 @@ void read_report(WorkerResult& r, const std::string& report_path, const std::str
   }
   try {
     std::ifstream f(report_path);
-    const nlohmann::json j = nlohmann::json::parse(f);
+    std::stringstream text;
+    text << f.rdbuf();
+    const nlohmann::json j = parse_json_bounded(text.str());   // the candidate's process wrote it
     const std::string s = j.at("status").get<std::string>();
     r.status = s == "ok" ? WorkerStatus::ok
                : s == "threw" ? WorkerStatus::threw

@@ -238,7 +238,9 @@ TEST(CliBadInput, FileTargetsThatAreNotRegularFilesAreRefusedNeverReplaced) {
     ASSERT_EQ(::lstat(path.c_str(), &st), 0);
     EXPECT_FALSE(S_ISREG(st.st_mode)) << path << " was replaced";
   }
-  if (fs::exists(dir + "/subdir")) EXPECT_TRUE(listing(dir + "/subdir").empty());
+  if (fs::exists(dir + "/subdir")) {
+    EXPECT_TRUE(listing(dir + "/subdir").empty());
+  }
 }
 
 TEST(CliBadInput, MissingOrUnwritableParentsAreRefused) {

@@ -613,7 +613,7 @@ TEST(CliVerdict, ResumeRefusesOtherOptionsOtherPoliciesAndEditedRows) {
   }
   // Same path, other contents.
   std::ofstream(out + "/verdict.json") << full.dump(2);
-  std::ofstream(policy) << "[precision]\nslack = 50\n";
+  std::ofstream(policy) << "[precision]\nslack = 1.5\n";
   Result r = run(base + " --policy " + policy + " --resume");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("the policy's contents differs"));
@@ -751,8 +751,11 @@ TEST(CliVerdict, SavedFailuresRecordTheGatesDisposition) {
 TEST(CliVerdict, ABrokenNaiveMakesTheGateCannotJudge) {
   std::string out = tmp("gate_broken_naive");
   std::string policy = tmp("noise_naive.toml");
-  std::ofstream(policy) << "[naive]\n\"kda.f32\" = \"kda_null_noise_f32\"\n";
-  Result r = run("gate --no-time --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 --case '" + kSmall + "' --policy " +
+  // A policy may not name a canary as the naive kernel; an outside program that computes the null
+  // noise candidate's outputs is a broken naive kernel the policy cannot tell apart.
+  std::ofstream(policy) << "[naive]\n\"kda.f32\" = \"kda_exec_noisy_f32\"\n";
+  Result r = run("gate --no-time --exec 'kda_exec_noisy_f32=" DRIFTGATE_EXE " run --candidate kda_null_noise_f32 --in {in} --out {out}'"
+                 " --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 --case '" + kSmall + "' --policy " +
                  policy + " --out " + out);
   EXPECT_EQ(r.rc, 4) << r.out << r.err;
   nlohmann::json j = verdict_of(out);
