@@ -845,15 +845,15 @@ TEST(CliTimedFaults, ExecProgramsThatFailWhileTimed) {
 TEST(CliTimedFaults, BenchKeepsTheOtherCandidatesAndNamesTheFaultyOne) {
   for (const char* cheat : {"kda_cheat_segfault_timed", "kda_cheat_hang_timed"}) {
     std::string json = tmp(std::string("bench_timed_") + cheat + ".json");
-    Result r = run(std::string("bench --candidate kda_cpu_chunk_f32,") + cheat + " --case '" + kSmall +
+    Result r = run(std::string("bench --candidate kda_cpu_recurrent_f32,") + cheat + " --case '" + kSmall +
                    "' --max-time 0.5 --json " + json);
     EXPECT_EQ(r.rc, 1) << r.out << r.err;
     EXPECT_THAT(r.out, ::testing::ContainsRegex(std::string(cheat) + " +ERRORED while timed"));
-    EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_cpu_chunk_f32 +[0-9.]+ms"));
+    EXPECT_THAT(r.out, ::testing::ContainsRegex("kda_cpu_recurrent_f32 +[0-9.]+ms"));
     nlohmann::json j = nlohmann::json::parse(slurp(json));
     std::map<std::string, std::string> flags;
     for (const auto& row : j["driftgate_rows"]) flags[row["candidate"]] = row["flag"];
-    EXPECT_EQ(flags["kda_cpu_chunk_f32"], "PASSED");
+    EXPECT_EQ(flags["kda_cpu_recurrent_f32"], "PASSED");
     EXPECT_EQ(flags[cheat], "ERRORED while timed");
   }
 }
