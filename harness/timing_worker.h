@@ -1,9 +1,16 @@
 // Timing in a worker process, judged from outside it.
 //
-// The candidates are timed (harness/bench_runner.h) in a process of their own (`driftgate
-// bench-worker`, started by run_worker_args: own process group, limits), never in the one that
-// holds the reference, the results and the verdict, so a crash or a hang during timing costs only
-// that worker.
+// The candidates are timed (harness/bench_runner.h) in processes of their own (`driftgate
+// bench-worker`, started by run_worker_args in the worker sandbox), never in the one that holds the
+// reference, the results and the verdict, so a crash or a hang during timing costs only that
+// worker. Each worker times ONE candidate: base and patch never share a process, so a patch cannot
+// patch, slow or watch the base's calls, and nothing it starts outlives its worker (the sandbox
+// ends the worker's whole tree). The budget is cut into blocks: each candidate runs alone in a
+// fresh worker for max_time / (candidates x 3), in the order 0 1 .. n-1, then n-1 .. 0, then
+// 0 .. n-1, so that a drift in the machine's speed falls on every candidate alike; with an
+// interval target, two candidates stop after the second round once the bootstrap interval of the
+// ratio of their medians is narrow enough. Each block starts its worker afresh (inputs, warm-up);
+// driftgate chooses the order, the candidates cannot.
 //
 // Trust model. Candidate code runs in the timing worker, so everything measured in there (its
 // steady clock, its CPU clock, its own sample bookkeeping) is the candidate's to forge: a plugin
@@ -21,11 +28,18 @@
 //     wake-ups, the same for base and patch, so the ratio is only pulled towards 1). A device
 //     candidate's sample stays the device time its worker measured (events), and must not exceed
 //     driftgate's interval.
-//   - rule clock: the worker's own times are compared with driftgate's. The median of (driftgate's
-//     interval - the worker's time) may not exceed 3x the pipe round trip (the median of 16 no-op
-//     exchanges before timing) + 20% of the median interval + 50 us; beyond that the candidate's
-//     clock disagrees with driftgate's, and the samples are INVALID. (The verdict uses driftgate's
-//     clock whatever the worker says; the rule makes the attempt visible.)
+//   - rule clock: the worker's own times are compared with driftgate's. Per call, the time the
+//     call had is driftgate's interval less the time driftgate's serving thread and the worker's
+//     main thread waited for a CPU within it (/proc/thread-self/schedstat and /proc/PID/schedstat
+//     run_delay, the kernel's counters); its remainder is that less the worker's own time. An
+//     honest call's remainder is the exchange at most, whatever the load (a pool that still spins
+//     after the call only delays the "done", a wait); a clock at half speed leaves half of what its
+//     main thread ran or slept through, less its waits. Over the half of the calls whose main
+//     thread waited least, the median of (remainder - 3 pipe round trips (the median of 16 no-op
+//     exchanges per worker) - 50 us - 10% of the time the call had) must not be positive; else the
+//     candidate's clock disagrees with driftgate's, and the samples are INVALID. A cheat whose
+//     every call is starved for half its time hides from the rule; it gains nothing by it (the
+//     verdict uses driftgate's clock whatever the worker says; the rule makes the attempt visible).
 //   - rule cpu_budget: the worker is pinned to the cores it is granted (the worker pins itself
 //     before loading any plugin, and driftgate pins every thread it has once it runs); a candidate
 //     may widen its own affinity, so CPU time is judged too: its CPU time over all its timed calls
@@ -41,13 +55,11 @@
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).
-// Google Benchmark keeps its role inside the worker: it orders the calls (random interleaving of
-// base and patch) and shapes the rounds; compare.py's JSON is written from driftgate's samples.
+// compare.py's JSON is written from driftgate's samples.
 //
-// Not covered: base and patch share one timing process, so a patch could slow the base's calls
-// (its code runs there); which candidate a "ready" names is the worker's word. A candidate that
-// works in a background thread between its timed calls is charged for it only while a call is
-// timed. Timing on a shared, loaded machine stays noisy: the intervals carry the noise.
+// Not covered: a candidate that works in a background thread between its own timed calls is
+// charged for it only while a call is timed (it cannot reach another candidate's calls: those run
+// in another worker, after its own has ended). Timing on a shared, loaded machine stays noisy: the intervals carry the noise.
 #pragma once
 
 #include <string>
@@ -75,7 +87,7 @@ struct TimingRequest {
   std::string cpus;
 };
 
-// Times the candidates in a worker, from outside (see the top). Throws std::runtime_error with the
+// Times the candidates, each in workers of its own, from outside (see the top). Throws std::runtime_error with the
 // worker's status, message and stderr tail, and the candidate being timed when it failed.
 std::vector<BenchSamples> time_in_worker(const TimingRequest& req);
 

@@ -40,6 +40,31 @@ TEST(JudgeTiming, HonestNumbersPass) {
   EXPECT_EQ(judge_timing("x", wall, self, cpu, repeat(0, 20), repeat(5e-6, 20), 10e-6, 1, false), "");
 }
 
+TEST(JudgeTiming, WaitsForACpuAreNotTheClockRunningSlow) {
+  // A loaded machine, or the candidate's own pool still spinning after its call: the worker's
+  // main thread waited 4 ms for a CPU outside its own timing, driftgate's serving thread 1 ms.
+  const auto wall = repeat(10e-3, 20), self = repeat(5e-3, 20), cpu = repeat(5e-3, 20);
+  EXPECT_EQ(judge_timing("x", wall, self, cpu, repeat(4e-3, 20), repeat(0, 20), 10e-6, 2, false, repeat(1e-3, 20)), "");
+  // Without the waits, the same numbers are a clock at half speed.
+  EXPECT_THAT(judge_timing("x", wall, self, cpu, repeat(0, 20), repeat(0, 20), 10e-6, 2, false, repeat(0, 20)),
+              HasSubstr("rule clock"));
+}
+
+TEST(JudgeTiming, AHalfSpeedClockShowsOnTheCallsThatWereNotStarved) {
+  // A clock at half speed on a loaded machine: 14 of 20 calls waited 6 of their 10 ms for a CPU
+  // (what stays after the waits is under the tolerance), 6 did not wait. The calls that waited
+  // least are judged.
+  std::vector<double> delay = repeat(6e-3, 20);
+  for (size_t i = 0; i < 6; ++i) delay[i * 3] = 0;
+  const auto wall = repeat(10e-3, 20), self = repeat(5e-3, 20), cpu = repeat(5e-3, 20);
+  EXPECT_THAT(judge_timing("slow", wall, self, cpu, delay, repeat(0, 20), 10e-6, 1, false, repeat(0, 20)),
+              HasSubstr("rule clock"));
+  // Honest calls with the same waits pass.
+  std::vector<double> honest_self(20);
+  for (size_t i = 0; i < 20; ++i) honest_self[i] = 10e-3 - 20e-6 - (delay[i] > 0 ? 1e-3 : 0);
+  EXPECT_EQ(judge_timing("x", wall, honest_self, cpu, delay, repeat(0, 20), 10e-6, 1, false, repeat(0, 20)), "");
+}
+
 TEST(JudgeTiming, AClockAtHalfSpeedBreaksRuleClock) {
   const auto wall = repeat(10e-3, 20), self = repeat(5e-3, 20), cpu = repeat(9.9e-3, 20);
   EXPECT_THAT(judge_timing("slow", wall, self, cpu, repeat(0, 20), repeat(0, 20), 10e-6, 1, false),
@@ -155,6 +180,20 @@ TEST(TimingGate, PluginSlowClockIsRejected) {
 TEST(TimingGate, PluginTwoThreadsIsRejected) {
   expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_plugin_twothreads_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_twothreads),
                      "cpu_budget");
+}
+
+// A patch 1.5x slower than the base that slows every other call of its process (on one core, every
+// clock honest): timed in one process with the base it looked 6x faster and MERGEd; each candidate
+// has a worker of its own, so it is timed as what it is.
+void expect_slower(const Result& r) {
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SLOWER")) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("FASTER"))) << r.out;
+}
+TEST(TimingGate, BuiltInSlowBaseIsTimedAsWhatItIs) { expect_slower(gate("kda_cpu_recurrent_f32", "kda_cheat_slow_base")); }
+TEST(TimingGate, PluginSlowBaseIsTimedAsWhatItIs) {
+  expect_slower(gate("kda_plugin_recurrent_f32", "kda_plugin_slowbase_f32",
+                     "--plugin " + kExample + " --plugin " + DG_CHEAT_PLUGIN_slowbase));
 }
 
 // An exec program's children are judged by CPU-seconds per second only (harness/timing_worker.h):

@@ -5,6 +5,9 @@
 //      (rule clock)
 //   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
 //      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
+//   3  kda_plugin_slowbase_f32: 1.5x slower than the example kernel, and burns 80% of its
+//      process's main thread outside its own calls (one candidate per timing process)
+// The attacks are candidates/cheats/process_cheats.h, shared with the built-in canaries.
 #define driftgate_abi_version example_driftgate_abi_version
 #define driftgate_list example_driftgate_list
 #define driftgate_run example_driftgate_run
@@ -13,63 +16,24 @@
 #undef driftgate_list
 #undef driftgate_run
 
-#include <dlfcn.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <regex>
 #include <thread>
 
+#include "candidates/cheats/process_cheats.h"
+
 namespace {
 
 #if CHEAT_KIND == 1
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel with its process's clock at half speed"}};
+#elif CHEAT_KIND == 3
+const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel 1.5x slower, burning every other call of its process"}};
 
-// The clock runs at half speed during the cheat's own calls: half of each call's duration is
-// taken off CLOCK_MONOTONIC from its end on, so a timer in this process sees half the call.
-std::atomic<int64_t> g_stolen_ns{0};
-
-int64_t real_monotonic_ns() {
-  timespec ts{};
-  ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-extern "C" int cheat_clock_gettime(clockid_t id, timespec* ts) {
-  const long rc = ::syscall(SYS_clock_gettime, id, ts);
-  if (rc != 0 || id != CLOCK_MONOTONIC) return static_cast<int>(rc);
-  const int64_t now = int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec - g_stolen_ns.load();
-  ts->tv_sec = now / 1000000000;
-  ts->tv_nsec = now % 1000000000;
-  return 0;
-}
-
-const char* patch_clock() {
-#if defined(__x86_64__)
-  static bool done = false;
-  if (done) return nullptr;
-  auto* target = reinterpret_cast<unsigned char*>(::dlsym(RTLD_DEFAULT, "clock_gettime"));
-  if (!target) return "no clock_gettime";
-  const long page = ::sysconf(_SC_PAGESIZE);
-  auto* start = reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(target) & ~static_cast<uintptr_t>(page - 1));
-  const size_t len = static_cast<size_t>(target + 16 - start);
-  if (::mprotect(start, len, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return "mprotect refused";
-  unsigned char jump[12] = {0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0};
-  const auto addr = reinterpret_cast<uint64_t>(&cheat_clock_gettime);
-  std::memcpy(jump + 2, &addr, sizeof addr);
-  std::memcpy(target, jump, sizeof jump);
-  ::mprotect(start, len, PROT_READ | PROT_EXEC);
-  done = true;
-  return nullptr;
-#else
-  return "x86-64 only";
-#endif
-}
 #else
 const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel split over two threads, whatever the budget"}};
@@ -106,14 +70,15 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
                                        size_t error_size) {
   (void)candidate;
 #if CHEAT_KIND == 1
-  if (const char* why = patch_clock()) {
+  if (const char* why = dg::cheats::patch_clock_to_half_speed()) {
     std::snprintf(error, error_size, "cannot patch the clock: %s", why);
     return 1;
   }
-  const int64_t t0 = real_monotonic_ns();
-  const int32_t rc = example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
-  g_stolen_ns += (real_monotonic_ns() - t0) / 2;
-  return rc;
+  return dg::cheats::with_half_speed_clock(
+      [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
+#elif CHEAT_KIND == 3
+  return dg::cheats::slow_and_burn_others(
+      [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
 #else
   cpu_set_t all;
   CPU_ZERO(&all);

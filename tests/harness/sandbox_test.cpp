@@ -458,7 +458,7 @@ void kill_while_hanging(int sig, const std::string& extra_env = "") {
                                     root, marker, extra_env);
   // Wait for the grandchild `sleep` (a process with the marker that is not driftgate's tree root).
   bool started = false;
-  for (int i = 0; i < 200 && !started; ++i) {
+  for (int i = 0; i < 1200 && !started; ++i) {   // up to 60 s: the reference comes first, on a loaded machine
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (pid_t p : survivors(marker))
       if (slurp("/proc/" + std::to_string(p) + "/comm") == "sleep\n") started = true;
