@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds driftgate's libFuzzer targets (tests/fuzz: the .safetensors reader, the case-string parser,
 # the policy reader, and the readers behind verify --resume and gate --resume) with clang, AddressSanitizer
-# and UndefinedBehaviorSanitizer in their own build directory, and runs each for a fixed budget.
+# and UndefinedBehaviorSanitizer in the sanitized build directory (scripts/sanitized-build.sh, shared
+# with scripts/sanitize.sh), and runs each for a fixed budget.
 # Fails on any crash, leak, sanitizer report or timeout; prints the executions of each target.
 #
 #   scripts/fuzz.sh                      every target, DRIFTGATE_FUZZ_SECONDS (default 60) each
@@ -12,18 +13,13 @@
 # corpus (as regression_<what>) once the bug is fixed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${DRIFTGATE_FUZZ_BUILD_DIR:-$root/build-fuzz}
 all=(fuzz_safetensors fuzz_case fuzz_policy fuzz_verify_json fuzz_verdict_json)
 seconds=${DRIFTGATE_FUZZ_SECONDS:-60}
 targets=("${all[@]}")
 if [ $# -ge 1 ]; then targets=("$1"); fi
 if [ $# -ge 2 ]; then seconds=$2; fi
 
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
-cmake -S "$root" -B "$build" -DDRIFTGATE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "${DRIFTGATE_JOBS:-$(nproc)}" --target "${targets[@]}"
+build=$(bash "$root/scripts/sanitized-build.sh" "${targets[@]}" | tail -1)
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

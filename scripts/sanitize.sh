@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# AddressSanitizer + UndefinedBehaviorSanitizer build of driftgate and its tests (GCC,
-# -fsanitize=address,undefined -fno-sanitize-recover=undefined) in its own build directory, then the
-# tests. Any sanitizer report aborts the test program that triggered it, and so fails this script.
+# AddressSanitizer + UndefinedBehaviorSanitizer build of driftgate and its tests (clang,
+# -fsanitize=address,undefined -fno-sanitize-recover=undefined, in the sanitized build directory
+# that scripts/fuzz.sh shares: scripts/sanitized-build.sh), then the tests. Any sanitizer report
+# aborts the test program that triggered it, and so fails this script.
 #
 # The subset: every test of the parsers and the input and output checks (safetensors, case, policy,
 # machine, tensor, dtype, metrics, stats, guard, gate) and the command-line tests of bad input,
@@ -12,19 +13,10 @@
 # other test programs instead (each must be a target of the build).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${DRIFTGATE_SANITIZE_BUILD_DIR:-$root/build-asan}
 tests=(dtype_test tensor_test safetensors_test case_test policy_test machine_test metrics_test stats_test
        guard_test gate_test cli_bad_input_test)
 if [ -n "${DRIFTGATE_SANITIZE_TESTS:-}" ]; then read -r -a tests <<<"$DRIFTGATE_SANITIZE_TESTS"; fi
-
-flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRIFTGATE_CUDA=OFF \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "${DRIFTGATE_JOBS:-$(nproc)}" --target driftgate "${tests[@]}"
+build=$(bash "$root/scripts/sanitized-build.sh" driftgate "${tests[@]}" | tail -1)
 
 # Leak checking is off: workers end with _exit by design, and a leak is not a memory error.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0}
