@@ -33,7 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kNoopExchanges = 16;
-constexpr int kRounds = 3;                   // blocks per candidate (see time_in_worker)
 constexpr double kCpuTolerance = 0.25;       // rule cpu_budget: granted threads x 1.25
 constexpr double kOtherThreadsTolerance = 0.10;  // rule cpu_budget with one thread: other threads' share
 constexpr double kClockRelTolerance = 0.10;  // rule clock: 10% of the time a call had ...
@@ -295,8 +294,17 @@ class ChannelServer {
       pending_cand = -1;
       s.wall = std::chrono::duration<double>(t1 - t0).count();
       s.cpu = (r1.threads + r1.children) - (r0.threads + r0.children);
-      s.delay = std::max(0.0, r1.main_delay - r0.main_delay);
-      s.observer_delay = std::max(0.0, own1 - own0);
+      // The kernel accounts a wait for a CPU when the wait ends: a worker still waiting when the
+      // interval began (it had not yet blocked on "go") adds its earlier wait too. Within the
+      // interval, the main thread cannot have waited longer than the interval less its run time.
+      const double main_ran = r1.main_run > 0 ? std::max(0.0, r1.main_run - r0.main_run) : 0.0;
+      s.delay = std::min(std::max(0.0, r1.main_delay - r0.main_delay), std::max(0.0, s.wall - main_ran));
+      // driftgate's serving thread may wait for a CPU while the worker runs (the worker, woken by
+      // "go", takes the thread's CPU): that wait is not in the interval. Only the part while the
+      // worker's main thread neither ran nor waited for a CPU (it slept, e.g. on "continue") can
+      // have delayed the reading of "done".
+      const double worker_slept = r1.main_run > 0 ? std::max(0.0, s.wall - main_ran - s.delay) : s.wall;
+      s.observer_delay = std::min(std::max(0.0, own1 - own0), worker_slept);
       s.other = r1.main_run > 0 ? std::max(0.0, (r1.threads - r0.threads) - (r1.main_run - r0.main_run)) : 0;
       s.self = d.self_s;
       if (s.self >= 0) samples.push_back(s);   // < 0: the call threw; the worker reports it
@@ -395,20 +403,20 @@ std::string judge_timing(const std::string& candidate, const std::vector<double>
   return out;
 }
 
-namespace {
-
-// What one worker measured of its one candidate in one block (see the top).
-struct Block {
-  BenchSamples b;
-  std::vector<double> wall, self, cpu, delay, other, observer, noop;
-  bool saw_children = false;
-};
-
-Block time_block(const TimingRequest& req, size_t ci, double max_time, int min_reps, const std::vector<int>& cpus) {
-  const std::string& cand = req.candidates[ci];
-  std::vector<std::string> args = {"bench-worker", "--case", req.case_str, "--max-time", fmt::format("{}", max_time),
-                                   "--min-reps", std::to_string(min_reps), "--channel", "--candidate", cand};
-  if (!cpus.empty()) args.insert(args.end(), {"--cpus", cpu_list_text(cpus)});
+std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
+  std::vector<std::string> args = {"bench-worker", "--case", req.case_str, "--max-time", fmt::format("{}", req.max_time_s),
+                                   "--min-reps", std::to_string(req.min_repetitions), "--confidence",
+                                   fmt::format("{}", req.confidence), "--target-halfwidth",
+                                   fmt::format("{}", req.target_halfwidth), "--channel"};
+  for (const std::string& c : req.candidates) args.insert(args.end(), {"--candidate", c});
+  const int asked = budget_of(req);
+  const std::vector<int> all = allowed_cpus();
+  const int granted = asked > 0 ? asked : static_cast<int>(all.size());
+  std::vector<int> cpus;
+  if (asked > 0 && asked < static_cast<int>(all.size())) {
+    cpus = cpus_for_budget(asked);
+    args.insert(args.end(), {"--cpus", cpu_list_text(cpus)});
+  }
   WorkerLimits lim;
   lim.wall_seconds = req.wall_seconds > 0 ? req.wall_seconds : req.max_time_s * 4 + 120;
   std::string report;
@@ -426,142 +434,78 @@ Block time_block(const TimingRequest& req, size_t ci, double max_time, int min_r
   }
   server.finish();
   if (w.status != WorkerStatus::ok) {
-    std::string during = server.pending_cand >= 0 ? fmt::format(" (timed call {})", server.pending_index) : "";
-    throw std::runtime_error(fmt::format("timing worker {} while timing {}{}: {}; stderr: {}", worker_status_name(w.status),
-                                         cand, during, w.message, last_lines(w.stderr_tail)));
+    std::string during;
+    if (server.pending_cand >= 0 && server.pending_cand < static_cast<int>(req.candidates.size()))
+      during = fmt::format(" while timing {} (timed call {})", req.candidates[static_cast<size_t>(server.pending_cand)],
+                           server.pending_index);
+    throw std::runtime_error(fmt::format("timing worker {}{}: {}; stderr: {}", worker_status_name(w.status), during,
+                                         w.message, last_lines(w.stderr_tail)));
   }
   if (!server.protocol_error.empty())
     throw std::runtime_error(fmt::format("timing worker: its channel to driftgate broke: {}", server.protocol_error));
 
-  Block out;
-  out.saw_children = server.saw_children();
+  std::vector<double> noop;
   for (const Sample& s : server.samples)
-    if (s.tag == 'N') out.noop.push_back(s.wall);
-  const double round_trip = median_of(out.noop);
-  nlohmann::json j = parse_json_bounded(report);
-  const nlohmann::json& rows = j.at("samples");
-  if (!rows.is_array() || rows.size() != 1)
-    throw std::runtime_error(fmt::format("timing worker reported {} candidates, 1 was timed", rows.is_array() ? rows.size() : 0));
-  const nlohmann::json& s = rows.at(0);
-  BenchSamples& b = out.b;
-  b.candidate = s.at("candidate");
-  b.seconds = s.at("seconds").get<std::vector<double>>();
-  b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
-  b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
-  b.throttled = s.at("throttled");
-  b.low_clock = s.at("low_clock");
-  b.device_peak_gbs = s.at("device_peak_gbs");
-  b.device = s.at("device");
-  b.calls = s.at("calls");
-  b.outputs_consistent = s.at("outputs_consistent");
-  b.inconsistency = s.at("inconsistency");
-  if (b.candidate != cand) throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", b.candidate, cand));
-
-  // driftgate's own samples replace the worker's (see the top). The worker numbers its only
-  // candidate 0.
-  for (const Sample& x : server.samples)
-    if (x.tag == 'R' && x.cand == 0) {
-      out.wall.push_back(x.wall);
-      out.delay.push_back(x.delay);
-      out.observer.push_back(x.observer_delay);
-      out.other.push_back(x.other);
-      out.self.push_back(x.self);
-      out.cpu.push_back(x.cpu);
-    }
-  if (out.wall.size() != b.seconds.size()) {
-    b.invalid = fmt::format("rule clock: the timing worker reported {} timed calls of {}, driftgate timed {}",
-                            b.seconds.size(), b.candidate, out.wall.size());
-    return out;
-  }
-  if (!b.wall_seconds.empty()) {
-    // Device time is the worker's measurement (events); it cannot exceed driftgate's interval.
-    for (size_t i = 0; i < out.wall.size(); ++i)
-      if (b.seconds[i] > out.wall[i] + 2 * round_trip + 1e-4) {
-        b.invalid = fmt::format("rule clock: {}'s timed call {} reports {:.1f} us of device time within {:.1f} us of "
-                                "driftgate's clock",
-                                b.candidate, i + 1, 1e6 * b.seconds[i], 1e6 * out.wall[i]);
-        break;
-      }
-  } else {
-    b.seconds = out.wall;
-  }
-  b.self_seconds = out.self;
-  b.cpu_seconds = out.cpu;
-  return out;
-}
-
-template <class T>
-void append(std::vector<T>& to, const std::vector<T>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
-}  // namespace
-
-std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
-  const size_t n = req.candidates.size();
-  if (n == 0) throw std::runtime_error("time_in_worker: no candidate to time");
-  const int asked = budget_of(req);
-  const std::vector<int> all = allowed_cpus();
-  const int granted = asked > 0 ? asked : static_cast<int>(all.size());
-  std::vector<int> cpus;
-  if (asked > 0 && asked < static_cast<int>(all.size())) cpus = cpus_for_budget(asked);
-
-  // Blocks: each candidate alone in a fresh worker for a slice of the budget, in the order
-  // 0 1 .. n-1, then n-1 .. 0, then 0 .. n-1 (a drift of the machine's speed over the blocks falls
-  // on every candidate alike). Two candidates with an interval target stop after the second round
-  // once the interval of the ratio of their medians is narrow enough.
-  const bool adaptive = n == 2 && req.target_halfwidth > 0;
-  const int rounds = n == 1 ? 1 : kRounds;
-  const double slice = req.max_time_s / static_cast<double>(n * static_cast<size_t>(rounds));
-  const int min_reps = n == 1 ? req.min_repetitions : std::max(2, (req.min_repetitions + 1) / 2);
-  std::vector<Block> acc(n);
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t j = 0; j < n; ++j) {
-      const size_t ci = round % 2 == 0 ? j : n - 1 - j;
-      Block blk = time_block(req, ci, slice, min_reps, cpus);
-      Block& a = acc[ci];
-      if (round == 0) {
-        a.b = blk.b;
-      } else {
-        append(a.b.seconds, blk.b.seconds);
-        append(a.b.cpu_seconds, blk.b.cpu_seconds);
-        append(a.b.wall_seconds, blk.b.wall_seconds);
-        append(a.b.self_seconds, blk.b.self_seconds);
-        a.b.throttled += blk.b.throttled;
-        a.b.low_clock += blk.b.low_clock;
-        a.b.calls += blk.b.calls;
-        if (a.b.outputs_consistent && !blk.b.outputs_consistent) a.b.inconsistency = blk.b.inconsistency;
-        a.b.outputs_consistent = a.b.outputs_consistent && blk.b.outputs_consistent;
-        if (a.b.invalid.empty()) a.b.invalid = blk.b.invalid;
-      }
-      for (auto [to, from] : {std::pair{&a.wall, &blk.wall}, {&a.self, &blk.self}, {&a.cpu, &blk.cpu},
-                              {&a.delay, &blk.delay}, {&a.other, &blk.other}, {&a.observer, &blk.observer},
-                              {&a.noop, &blk.noop}})
-        append(*to, *from);
-      a.saw_children = a.saw_children || blk.saw_children;
-    }
-    if (adaptive && round >= 1) {
-      const std::vector<double>& s0 = acc[0].b.seconds;
-      const std::vector<double>& s1 = acc[1].b.seconds;
-      if (s0.size() >= 5 && s1.size() >= 5) {
-        const double spent = req.max_time_s * static_cast<double>(round + 1) / rounds;
-        RatioInterval ci = bootstrap_ratio_ci(s0, s1, req.confidence, 500, 1);
-        if (should_stop(ci, req.target_halfwidth, spent, req.max_time_s, static_cast<int>(std::min(s0.size(), s1.size())),
-                        req.min_repetitions))
-          break;
-      }
-    }
-  }
+    if (s.tag == 'N') noop.push_back(s.wall);
+  const double round_trip = median_of(noop);
 
   std::vector<BenchSamples> out;
-  for (Block& a : acc) {
-    BenchSamples& b = a.b;
-    if (b.invalid.empty()) {
-      const bool device = !b.wall_seconds.empty();
-      b.invalid = judge_timing(b.candidate, a.wall, a.self, a.cpu, a.delay, device ? std::vector<double>{} : a.other,
-                               median_of(a.noop), granted, a.saw_children, a.observer);
-    }
+  nlohmann::json j = parse_json_bounded(report);
+  for (const auto& s : j.at("samples")) {
+    BenchSamples b;
+    b.candidate = s.at("candidate");
+    b.seconds = s.at("seconds").get<std::vector<double>>();
+    b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
+    b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
+    b.throttled = s.at("throttled");
+    b.low_clock = s.at("low_clock");
+    b.device_peak_gbs = s.at("device_peak_gbs");
+    b.device = s.at("device");
+    b.calls = s.at("calls");
+    b.outputs_consistent = s.at("outputs_consistent");
+    b.inconsistency = s.at("inconsistency");
     out.push_back(std::move(b));
+  }
+  if (out.size() != req.candidates.size())
+    throw std::runtime_error(fmt::format("timing worker reported {} candidates, {} were timed", out.size(), req.candidates.size()));
+
+  // driftgate's own samples replace the worker's (see the top).
+  for (size_t ci = 0; ci < out.size(); ++ci) {
+    BenchSamples& b = out[ci];
+    if (b.candidate != req.candidates[ci])
+      throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", b.candidate, req.candidates[ci]));
+    std::vector<double> wall, self, cpu, delay, other, observer;
+    for (const Sample& s : server.samples)
+      if (s.tag == 'R' && s.cand == static_cast<int>(ci)) {
+        wall.push_back(s.wall);
+        delay.push_back(s.delay);
+        observer.push_back(s.observer_delay);
+        other.push_back(s.other);
+        self.push_back(s.self);
+        cpu.push_back(s.cpu);
+      }
+    if (wall.size() != b.seconds.size()) {
+      b.invalid = fmt::format("rule clock: the timing worker reported {} timed calls of {}, driftgate timed {}",
+                              b.seconds.size(), b.candidate, wall.size());
+      continue;
+    }
+    const bool device = !b.wall_seconds.empty();
+    std::string device_problem;
+    if (device) {
+      // Device time is the worker's measurement (events); it cannot exceed driftgate's interval.
+      for (size_t i = 0; i < wall.size() && device_problem.empty(); ++i)
+        if (b.seconds[i] > wall[i] + 2 * round_trip + 1e-4)
+          device_problem = fmt::format("rule clock: {}'s timed call {} reports {:.1f} us of device time within {:.1f} us "
+                                       "of driftgate's clock",
+                                       b.candidate, i + 1, 1e6 * b.seconds[i], 1e6 * wall[i]);
+    } else {
+      b.seconds = wall;
+    }
+    b.self_seconds = self;
+    b.cpu_seconds = cpu;
+    b.invalid = judge_timing(b.candidate, wall, self, cpu, delay, device ? std::vector<double>{} : other, round_trip, granted,
+                             server.saw_children(), observer);
+    if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
   }
   return out;
 }

@@ -1,16 +1,9 @@
 // Timing in a worker process, judged from outside it.
 //
-// The candidates are timed (harness/bench_runner.h) in processes of their own (`driftgate
+// The candidates are timed (harness/bench_runner.h) in a process of their own (`driftgate
 // bench-worker`, started by run_worker_args in the worker sandbox), never in the one that holds the
 // reference, the results and the verdict, so a crash or a hang during timing costs only that
-// worker. Each worker times ONE candidate: base and patch never share a process, so a patch cannot
-// patch, slow or watch the base's calls, and nothing it starts outlives its worker (the sandbox
-// ends the worker's whole tree). The budget is cut into blocks: each candidate runs alone in a
-// fresh worker for max_time / (candidates x 3), in the order 0 1 .. n-1, then n-1 .. 0, then
-// 0 .. n-1, so that a drift in the machine's speed falls on every candidate alike; with an
-// interval target, two candidates stop after the second round once the bootstrap interval of the
-// ratio of their medians is narrow enough. Each block starts its worker afresh (inputs, warm-up);
-// driftgate chooses the order, the candidates cannot.
+// worker.
 //
 // Trust model. Candidate code runs in the timing worker, so everything measured in there (its
 // steady clock, its CPU clock, its own sample bookkeeping) is the candidate's to forge: a plugin
@@ -55,11 +48,20 @@
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).
-// compare.py's JSON is written from driftgate's samples.
+// Google Benchmark keeps its role inside the worker: it orders the calls (random interleaving of
+// base and patch) and shapes the rounds; compare.py's JSON is written from driftgate's samples.
 //
-// Not covered: a candidate that works in a background thread between its own timed calls is
-// charged for it only while a call is timed (it cannot reach another candidate's calls: those run
-// in another worker, after its own has ended). Timing on a shared, loaded machine stays noisy: the intervals carry the noise.
+// Not covered: base and patch share one timing process, so that their calls interleave one by one
+// (a drift in the machine's speed falls on both alike); a patch can therefore slow the base's calls
+// from inside that process. Measured: a patch 1.5x slower than the base whose timer signal burns
+// 80% of the process's main thread outside its own calls is reported 6.3x FASTER. Timing each
+// candidate in fresh workers of its own, in alternating blocks, closed that hole but reported
+// honest pairs 2.3x FASTER and 0.79x SLOWER with narrow intervals on a loaded machine (the blocks
+// see different loads); the fix needs concurrent workers, one per candidate, with driftgate
+// handing out every call and judging the CPU time of the worker that waits. Which candidate a
+// "ready" names is the worker's word. A candidate that works in a background thread between its
+// timed calls is charged for it only while a call is timed. Timing on a shared, loaded machine
+// stays noisy: the intervals carry the noise.
 #pragma once
 
 #include <string>
@@ -87,7 +89,7 @@ struct TimingRequest {
   std::string cpus;
 };
 
-// Times the candidates, each in workers of its own, from outside (see the top). Throws std::runtime_error with the
+// Times the candidates in a worker, from outside (see the top). Throws std::runtime_error with the
 // worker's status, message and stderr tail, and the candidate being timed when it failed.
 std::vector<BenchSamples> time_in_worker(const TimingRequest& req);
 

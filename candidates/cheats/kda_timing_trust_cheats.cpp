@@ -1,18 +1,14 @@
 // Cheats aimed at what the timing process can measure about itself (harness/timing_worker.h): both
 // compute the honest result; both would look faster to a timer inside their own process.
-//   kda_cheat_slow_clock     patches the C library's clock_gettime in its own process so that
-//                            CLOCK_MONOTONIC (std::chrono::steady_clock) runs at half speed during
-//                            its calls: a timer in that process sees each of them take half as long,
-//                            and other candidates' calls as they are (rule clock)
+//   kda_cheat_slow_clock     1.3x slower than the honest kernel, and patches the C library's
+//                            clock_gettime in its own process so that CLOCK_MONOTONIC
+//                            (std::chrono::steady_clock) runs at half speed during its calls: a
+//                            timer in that process sees each of them take 0.67x the honest time,
+//                            and other candidates' calls as they are (rule clock; SLOWER by
+//                            driftgate's clock)
 //   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core and
 //                            splits the heads over two threads (rule cpu_budget)
-//   kda_cheat_slow_base      is 1.5x slower than the honest kernel, and slows every other call made
-//                            in its process: a timer signal aimed at the process's main thread
-//                            burns 80% of the time outside its own calls, in that thread (no
-//                            second thread, no CPU beyond one core, every clock honest). Timed in
-//                            one process with the base, it looked 6x faster; driftgate times each
-//                            candidate in a worker of its own (one candidate per process)
-// The attacks themselves are in process_cheats.h (the cheating test plugins use them too).
+// The clock patch is in process_cheats.h (the cheating test plugin uses it too).
 #include <sched.h>
 #include <unistd.h>
 
@@ -29,20 +25,12 @@ namespace {
 using cheats::cheat_info;
 using cheats::honest;
 using cheats::patch_clock_to_half_speed;
-using cheats::slow_and_burn_others;
 using cheats::with_half_speed_clock;
 
 void slow_clock(const Case& c, const TensorMap& in, TensorMap& out) {
   if (const char* why = patch_clock_to_half_speed())
     throw std::runtime_error(std::string("kda_cheat_slow_clock: cannot patch the clock: ") + why);
   with_half_speed_clock([&] {
-    honest().run(c, in, out);
-    return 0;
-  });
-}
-
-void slow_base(const Case& c, const TensorMap& in, TensorMap& out) {
-  slow_and_burn_others([&] {
     honest().run(c, in, out);
     return 0;
   });
@@ -68,12 +56,8 @@ void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
 
 }  // namespace
 
-DG_REGISTER_CANDIDATE(kda_cheat_slow_base,
-                      cheat_info("kda_cheat_slow_base", "1.5x slower, and burns 80% of its process's main thread outside its own calls "
-                                 "(one candidate per timing process)"),
-                      slow_base);
 DG_REGISTER_CANDIDATE(kda_cheat_slow_clock,
-                      cheat_info("kda_cheat_slow_clock", "patches clock_gettime in its process to run at half speed during its calls (rule clock)"),
+                      cheat_info("kda_cheat_slow_clock", "1.3x slower, patches clock_gettime in its process to run at half speed during its calls (rule clock)"),
                       slow_clock);
 DG_REGISTER_CANDIDATE(kda_cheat_hidden_thread,
                       cheat_info("kda_cheat_hidden_thread", "widens its affinity and runs two threads whatever the budget (rule cpu_budget)"),

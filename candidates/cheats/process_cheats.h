@@ -4,17 +4,12 @@
 // it. Each attack runs in the process of the candidate that uses it; driftgate's defence is to
 // measure from outside that process (harness/timing_worker.h).
 //
-//   half_speed_clock   patches the C library's clock_gettime so that CLOCK_MONOTONIC loses `stolen`
+//   half-speed clock   patches the C library's clock_gettime so that CLOCK_MONOTONIC loses `stolen`
 //                      nanoseconds: a cheat adds half of each of its calls, and a timer in its
 //                      process sees each call take half as long (rule clock)
-//   burn_other_calls   a 1 kHz timer signal aimed at the calling thread burns 0.8 ms of every 1 ms
-//                      while `in_own_call` is false: every other call made in that thread (the
-//                      base's, were they timed in one process) takes 5x as long, on one core and
-//                      with every clock honest
 #pragma once
 
 #include <dlfcn.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -31,11 +26,6 @@ inline int64_t real_monotonic_ns() {
   timespec ts{};
   ::syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-inline void spin_until_ns(int64_t end) {
-  while (real_monotonic_ns() < end) {
-  }
 }
 
 // --- a clock at half speed ----------------------------------------------------------------------
@@ -82,53 +72,17 @@ inline const char* patch_clock_to_half_speed() {
 #endif
 }
 
-// Runs `call` with the clock at half speed for its duration (seen from this process afterwards).
+// Runs `call`, then spins for a third of its time (a kernel 1.3x slower than the one it wraps),
+// with the clock at half speed for the whole of it (seen from this process afterwards): a timer in
+// this process sees 0.67x the wrapped kernel's time, "1.5x faster"; driftgate's sees 1.3x slower.
 template <class F>
 auto with_half_speed_clock(F&& call) {
   const int64_t t0 = real_monotonic_ns();
   auto rc = call();
+  const int64_t end = real_monotonic_ns() + (real_monotonic_ns() - t0) * 3 / 10;
+  while (real_monotonic_ns() < end) {
+  }
   stolen_ns += (real_monotonic_ns() - t0) / 2;
-  return rc;
-}
-
-// --- the other calls of the process, slowed -----------------------------------------------------
-inline std::atomic<bool> in_own_call{false};
-
-inline void burn_unless_own_call(int) {
-  if (!in_own_call.load()) spin_until_ns(real_monotonic_ns() + 800000);
-}
-
-// Arms the timer once, aimed at the calling thread (SIGEV_THREAD_ID): its handler runs in that
-// thread, so the burn is that thread's CPU time, and no other thread shows.
-inline void arm_burn_timer_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction sa {};
-    sa.sa_handler = burn_unless_own_call;
-    sa.sa_flags = SA_RESTART;
-    ::sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGALRM, &sa, nullptr);
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGALRM;
-    ev._sigev_un._tid = static_cast<pid_t>(::syscall(SYS_gettid));
-    timer_t t{};
-    if (::timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) return;
-    const itimerspec every{{0, 1000000}, {0, 1000000}};
-    ::timer_settime(t, 0, &every, nullptr);
-  });
-}
-
-// Runs `call` 1.5x slower than it is, then leaves the timer burning every other call.
-template <class F>
-auto slow_and_burn_others(F&& call) {
-  in_own_call.store(true);
-  const int64_t t0 = real_monotonic_ns();
-  auto rc = call();
-  const int64_t took = real_monotonic_ns() - t0;
-  spin_until_ns(real_monotonic_ns() + took / 2);
-  in_own_call.store(false);
-  arm_burn_timer_once();
   return rc;
 }
 

@@ -1,13 +1,11 @@
 // Plugins that cheat the timer, built on the example plugin's honest kernel (its source is included
 // with its entry points renamed). CHEAT_KIND selects:
 //   1  kda_plugin_slowclock_f32: on its first run, patches the C library's clock_gettime in its own
-//      process so that CLOCK_MONOTONIC runs at half speed during its calls, and computes honestly
-//      (rule clock)
+//      process so that CLOCK_MONOTONIC runs at half speed during its calls, computes honestly and
+//      spins for 0.3x more (a timer in its process reads 1.5x faster; rule clock, SLOWER)
 //   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
 //      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
-//   3  kda_plugin_slowbase_f32: 1.5x slower than the example kernel, and burns 80% of its
-//      process's main thread outside its own calls (one candidate per timing process)
-// The attacks are candidates/cheats/process_cheats.h, shared with the built-in canaries.
+// The clock patch is candidates/cheats/process_cheats.h, shared with the built-in canary.
 #define driftgate_abi_version example_driftgate_abi_version
 #define driftgate_list example_driftgate_list
 #define driftgate_run example_driftgate_run
@@ -30,9 +28,6 @@ namespace {
 #if CHEAT_KIND == 1
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel with its process's clock at half speed"}};
-#elif CHEAT_KIND == 3
-const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
-                                      "the example kernel 1.5x slower, burning every other call of its process"}};
 
 #else
 const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
@@ -75,9 +70,6 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
     return 1;
   }
   return dg::cheats::with_half_speed_clock(
-      [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
-#elif CHEAT_KIND == 3
-  return dg::cheats::slow_and_burn_others(
       [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
 #else
   cpu_set_t all;
