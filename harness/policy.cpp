@@ -48,8 +48,11 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
         else if (name == "floor_ulps") p.floor_ulps = positive(pn, source, full);
         else if (name == "drift_margin") p.drift_margin = positive(pn, source, full);
         else if (name == "drift_min_positions") {
+          // Asked before any conversion: toml++'s float-to-integer conversion casts before it
+          // checks the range (undefined for 1e30).
+          if (!pn.is_integer()) fail(source, fmt::format("'{}' must be an integer", full));
           auto v = pn.value<int64_t>();
-          if (!v || !pn.is_integer()) fail(source, fmt::format("'{}' must be an integer", full));
+          if (!v) fail(source, fmt::format("'{}' must be an integer", full));
           p.drift_min_positions = *v;
         }
         else if (name == "metrics") {
