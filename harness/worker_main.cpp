@@ -46,9 +46,15 @@ void set_limit(int resource, rlim_t soft, rlim_t hard, const char* what) {
 bool apply_limits(const WorkerArgs& a, const CandidateInfo& info) {
   set_limit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE");
   bool memory = a.mem_limit > 0 && info.backend != "cuda";
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer builds (scripts/sanitize.sh) reserve terabytes of shadow address space, so an
-  // RLIMIT_AS would fail every allocation: they run without the memory limit.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DG_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(DG_ASAN)
+  // AddressSanitizer builds (scripts/sanitize.sh; GCC says so with __SANITIZE_ADDRESS__, clang with
+  // __has_feature) reserve terabytes of shadow address space, so an RLIMIT_AS would fail every
+  // allocation: they run without the memory limit.
   memory = false;
 #endif
   if (memory) {
