@@ -17,6 +17,7 @@
 #include "harness/case_memory.h"
 #include "harness/exec_candidate.h"
 #include "harness/json_limits.h"
+#include "harness/mutants.h"
 #include "harness/output_path.h"
 #include "harness/plugin.h"
 #include "harness/report.h"
@@ -93,9 +94,23 @@ int cmd_list(const std::string& what, bool json) {
       text += fmt::format("{:<18} {:<11} {}\n", r->name, r->op, r->doc);
     }
   } else if (what == "suites") {
+    // With each suite's last measured kill rate (datasets/kill_rates.json; driftgate mutants).
+    const nlohmann::json& rates = committed_kill_rates();
     for (const Suite& s : all_suites()) {
-      j.push_back({{"name", s.name}, {"doc", s.doc}, {"cases", s.cases}});
-      text += fmt::format("{:<12} {} ({} cases)\n", s.name, s.doc, s.cases.size());
+      nlohmann::json row = {{"name", s.name}, {"doc", s.doc}, {"cases", s.cases}};
+      std::string kill = "kill rate not measured";
+      if (rates.contains(s.name) && rates[s.name].is_object()) {
+        const nlohmann::json& r = rates[s.name];
+        row["kill_rate"] = r;
+        kill = fmt::format("kill rate {}/{}", r.value("killed", 0), r.value("mutants", 0));
+        if (r.contains("survivors") && r["survivors"].is_array() && !r["survivors"].empty()) {
+          std::string sv;
+          for (const auto& x : r["survivors"]) sv += (sv.empty() ? "" : ", ") + x.get<std::string>();
+          kill += "; survivors: " + sv;
+        }
+      }
+      j.push_back(row);
+      text += fmt::format("{:<12} {} ({} cases; {})\n", s.name, s.doc, s.cases.size(), kill);
     }
   } else {
     throw InputError(fmt::format("list: unknown kind '{}' (ops, candidates, regimes, suites)", what));
@@ -137,7 +152,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   for (const std::string& n : split(a.candidates, ',')) cands.push_back(&require_candidate(n));
   if (a.in_process)
     for (const Candidate* k : cands.empty() ? all_candidates() : cands)
-      if (is_plugin_proxy(*k) && (!cands.empty() || !is_canary(k->info())))
+      if (is_plugin_proxy(*k) && (!cands.empty() || in_default_set(k->info())))
         throw InputError(fmt::format("verify --in-process: {} is a plugin candidate, and plugin code runs only in "
                                      "worker processes; drop --in-process",
                                      k->name()));
@@ -224,7 +239,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
     const Case& c = cases[i];
     std::vector<const Candidate*> mine;
     for (const Candidate* k : cands.empty() ? all_candidates() : cands)
-      if (k->info().op == c.op() && (!cands.empty() || !is_canary(k->info())) && !done.count({c.str(), k->name()}))
+      if (k->info().op == c.op() && (!cands.empty() || in_default_set(k->info())) && !done.count({c.str(), k->name()}))
         mine.push_back(k);
     if (mine.empty()) continue;
     std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
@@ -314,7 +329,7 @@ int run_main(int argc, char** argv) {
 
   VerifyArgs va;
   CLI::App* verify = app.add_subcommand("verify", "precision drift of candidates against the reference");
-  verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op but the canaries)");
+  verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op but the canaries and mutants)");
   verify->add_option("--case", va.case_str, "one case string, e.g. 'kda(T=4096,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)'");
   verify->add_option("--suite", va.suite, "a named suite (driftgate list suites)");
   verify->add_option("--ref-tier", va.tier, "reference tier: f64, dd, mpfr127, mpfr256, f128 (default: the suite's, else dd)");
@@ -343,6 +358,18 @@ int run_main(int argc, char** argv) {
   run->add_option("--in", run_in, "input .safetensors (case in __metadata__ unless --case)")->required();
   run->add_option("--out", run_out, "output .safetensors")->required();
   run->add_option("--case", run_case, "case string (overrides the file's)");
+
+  MutantsArgs ma;
+  CLI::App* mutants = app.add_subcommand("mutants", "how strong a suite is: every built-in mutant of the base's op must be "
+                                                    "rejected, every equivalent variant merged (gate precision rules)");
+  mutants->add_option("--base", ma.base, "the honest candidate the variants are judged against")->required();
+  mutants->add_option("--suite", ma.suite, "a named suite (driftgate list suites)");
+  mutants->add_option("--case", ma.cases, "a case string (repeatable)");
+  mutants->add_option("--json", ma.json, "write the kill matrix as versioned JSON here");
+  mutants->add_option("--policy", ma.policy, "a policy TOML file (default: policies/default.toml, built in)");
+  mutants->add_option("--ref-tier", ma.tier, "reference tier (default: the suite's, else dd)");
+  mutants->add_option("--threads", ma.threads, "worker threads (default: all cores)");
+  mutants->add_option("--timeout", ma.timeout, "wall-clock limit per candidate worker run, seconds")->capture_default_str();
 
   // worker: hidden; the parent side of candidate isolation (harness/worker.h) spawns it. Options it
   // does not know fall through to the top level (e.g. --plugin).
@@ -426,6 +453,10 @@ int run_main(int argc, char** argv) {
   if (*verify) return cmd_verify(va, cmd);
   if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
   if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
+  if (*mutants) {
+    ma.worker_args = outside_candidate_args();
+    return cmd_mutants(ma, cmd);
+  }
   if (int rc = run_gate_commands(*gate_cmds, cmd); rc >= 0) return rc;
   if (*worker) {
     set_num_threads(worker_threads);

@@ -155,8 +155,8 @@ std::string policy_problem(const Policy& p) {
   for (const auto& [key, cand] : p.naive) {
     if (cand.empty()) return fmt::format("'naive.{}' must name a candidate", key);
     // A canary as the naive kernel would raise every limit to its own (huge) error.
-    if (const Candidate* c = find_candidate(cand); c && is_canary(c->info()))
-      return fmt::format("'naive.{}' names {}, a null or cheating candidate, which cannot set a precision limit", key,
+    if (const Candidate* c = find_candidate(cand); c && (is_canary(c->info()) || c->info().algorithm == "mutant"))
+      return fmt::format("'naive.{}' names {}, a null or cheating candidate or a mutant, which cannot set a precision limit", key,
                          cand);
   }
   return {};

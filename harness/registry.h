@@ -135,6 +135,13 @@ inline Device pool_device(const CandidateInfo& info) {
 // Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
 // that exist to be caught (driftgate selftest). They never join a default candidate set.
 inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }
+// Variants: the built-in mutants (algorithm "mutant": one deliberate bug each) and equivalent
+// variants (algorithm "equivalent": legitimate rewrites) that `driftgate mutants` runs to measure a
+// suite's strength (candidates/mutants/). Not canaries (selftest leaves them out) and never part of
+// a default candidate set either.
+inline bool is_variant(const CandidateInfo& i) { return i.algorithm == "mutant" || i.algorithm == "equivalent"; }
+// A candidate that verify runs when no --candidate is given: neither a canary nor a variant.
+inline bool in_default_set(const CandidateInfo& i) { return !is_canary(i) && !is_variant(i); }
 
 // Thrown by a candidate that cannot run here or on this case: no CUDA device, a layout it does not
 // implement. The row becomes NOT_SUPPORTED with what() as its reason (never ERRORED, never a failed

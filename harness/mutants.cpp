@@ -1,0 +1,274 @@
+#include "harness/mutants.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "datasets/suites.h"
+#include "harness/case_memory.h"
+#include "harness/output_path.h"
+#include "harness/report.h"
+#include "harness/threads.h"
+#include "kill_rates.h"   // generated from datasets/kill_rates.json
+
+namespace dg {
+
+bool VariantRow::rejected() const {
+  return std::any_of(cells.begin(), cells.end(), [](const KillCell& c) { return c.verdict == Verdict::REJECT; });
+}
+
+int KillMatrix::mutants() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const VariantRow& r) { return r.kind == "mutant"; }));
+}
+int KillMatrix::killed() const {
+  return static_cast<int>(
+      std::count_if(rows.begin(), rows.end(), [](const VariantRow& r) { return r.kind == "mutant" && r.rejected(); }));
+}
+int KillMatrix::equivalents() const { return static_cast<int>(rows.size()) - mutants(); }
+int KillMatrix::false_rejects() const { return static_cast<int>(rejected_equivalents().size()); }
+double KillMatrix::kill_rate() const { return mutants() ? static_cast<double>(killed()) / mutants() : 0.0; }
+std::vector<std::string> KillMatrix::survivors() const {
+  std::vector<std::string> s;
+  for (const VariantRow& r : rows)
+    if (r.kind == "mutant" && !r.rejected()) s.push_back(r.candidate);
+  return s;
+}
+std::vector<std::string> KillMatrix::rejected_equivalents() const {
+  std::vector<std::string> s;
+  for (const VariantRow& r : rows)
+    if (r.kind == "equivalent" && r.rejected()) s.push_back(r.candidate);
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> KillMatrix::unjudged() const {
+  std::vector<std::pair<std::string, std::string>> u;
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    if (!rows.empty() && std::all_of(rows.begin(), rows.end(), [&](const VariantRow& r) {
+          return ci < r.cells.size() && r.cells[ci].verdict == Verdict::CANNOT_JUDGE;
+        }))
+      u.push_back({cases[ci], rows[0].cells[ci].detail});
+  return u;
+}
+
+std::vector<const Candidate*> variants_of(const std::string& op) {
+  std::vector<const Candidate*> v;
+  for (const Candidate* k : all_candidates())
+    if (k->info().op == op && is_variant(k->info())) v.push_back(k);
+  std::sort(v.begin(), v.end(), [](const Candidate* a, const Candidate* b) {
+    // mutants first ("equivalent" < "mutant" reversed), then by name
+    if (a->info().algorithm != b->info().algorithm) return a->info().algorithm == "mutant";
+    return a->name() < b->name();
+  });
+  return v;
+}
+
+KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, const Policy& policy,
+                       const MutantOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string& op = base.info().op;
+  if (is_variant(base.info()) || is_canary(base.info()))
+    throw InputError(fmt::format("mutants: the base {} is itself a {} candidate; give an honest base", base.name(),
+                                 base.info().algorithm));
+  KillMatrix m;
+  m.base = base.name();
+  m.policy_source = policy.source;
+  m.command = opt.command;
+  std::vector<const Case*> mine;
+  for (const Case& c : cases) {
+    if (c.op() == op) mine.push_back(&c);
+    else m.skipped.push_back(c.str());
+  }
+  if (mine.empty()) throw InputError(fmt::format("mutants: no case of op {}, the base's op", op));
+  std::vector<const Candidate*> variants = variants_of(op);
+  if (variants.empty()) throw InputError(fmt::format("mutants: op {} has no built-in mutants yet", op));
+  for (const Candidate* v : variants) m.rows.push_back({v->name(), v->info().algorithm, v->info().doc, {}, {}});
+  const OpSpec* spec = find_op(op);
+  for (size_t ci = 0; ci < mine.size(); ++ci) {
+    const Case& c = *mine[ci];
+    if (opt.progress) std::cerr << fmt::format("[{}/{}] {} ...\n", ci + 1, mine.size(), c.str()) << std::flush;
+    m.cases.push_back(c.str());
+    m.case_cost.push_back(spec && spec->flops ? spec->flops(c) : 0.0);
+    // Base, naive and every variant on the same inputs and reference, as the gate runs them.
+    std::vector<const Candidate*> cands = {&base};
+    std::string naive_name = policy.naive_for(op, base.info().output_dtype);
+    const Candidate* naive = naive_name.empty() ? nullptr : find_candidate(naive_name);
+    if (!naive_name.empty() && !naive)
+      throw InputError(fmt::format("policy {}: naive candidate '{}' is not registered", policy.source, naive_name));
+    const size_t first_variant = naive && naive != &base ? 2 : 1;
+    if (first_variant == 2) cands.push_back(naive);
+    cands.insert(cands.end(), variants.begin(), variants.end());
+    VerifyOptions vo;
+    vo.tier = opt.tier;
+    vo.floor_policy = &policy;
+    vo.isolate = opt.isolate;
+    vo.worker_runs = 2;
+    vo.worker_args = opt.worker_args;
+    vo.wall_seconds = opt.wall_seconds;
+    vo.memory_bytes = opt.memory_bytes;
+    std::vector<Record> recs = verify_case(c, cands, vo);
+    const Record* naive_rec = naive == &base ? &recs[0] : first_variant == 2 ? &recs[1] : nullptr;
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      GateRow row;
+      row.case_str = c.str();
+      row.base = recs[0];
+      row.patch = recs[first_variant + vi];
+      row.checks = precision_checks(row.base, row.patch, naive_rec, policy);
+      row.verdict = case_verdict(row, policy);
+      KillCell cell;
+      cell.verdict = row.verdict;
+      for (const Check& k : row.checks)
+        if (!k.passed) {
+          cell.fired.push_back(k.name);
+          if (cell.detail.empty()) cell.detail = k.detail;
+        }
+      m.rows[vi].cells.push_back(std::move(cell));
+    }
+  }
+  for (VariantRow& r : m.rows)
+    for (size_t ci = 0; ci < r.cells.size(); ++ci)
+      if (r.cells[ci].verdict == Verdict::REJECT && (!r.cheapest_kill || m.case_cost[ci] < m.case_cost[*r.cheapest_kill]))
+        r.cheapest_kill = ci;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+namespace {
+
+// The short tag of a cell in the table: "-" survived, "?" cannot judge, else the first rule that
+// fired ("o.rms" for precision.o.rms, "patch" for a crashed or rule-breaking run), "+n" for n more.
+std::string cell_tag(const KillCell& c) {
+  if (c.verdict == Verdict::MERGE) return "-";
+  if (c.verdict == Verdict::CANNOT_JUDGE) return "?";
+  if (c.verdict == Verdict::SKIPPED) return "skip";
+  if (c.fired.empty()) return "REJECT";
+  std::string t = c.fired[0];
+  if (t.rfind("precision.", 0) == 0) t = t.substr(10);
+  if (c.fired.size() > 1) t += fmt::format("+{}", c.fired.size() - 1);
+  return t;
+}
+
+}  // namespace
+
+std::string kill_matrix_text(const KillMatrix& m) {
+  std::string s = fmt::format("kill matrix: {} variants of {} against base {} on {} cases{}\n", m.rows.size(),
+                              m.rows.empty() ? "?" : "the op", m.base, m.cases.size(),
+                              m.suite.empty() ? "" : " of suite " + m.suite);
+  for (size_t ci = 0; ci < m.cases.size(); ++ci)
+    s += fmt::format("  c{:<2} {} (cost {:.3g} flop)\n", ci, m.cases[ci], m.case_cost[ci]);
+  for (const std::string& c : m.skipped) s += fmt::format("  (not run: {} is of another op)\n", c);
+  s += fmt::format("{:<34}", "variant");
+  for (size_t ci = 0; ci < m.cases.size(); ++ci) s += fmt::format(" {:<14}", fmt::format("c{}", ci));
+  s += "  cheapest kill\n";
+  for (const VariantRow& r : m.rows) {
+    s += fmt::format("{:<34}", r.candidate);
+    for (const KillCell& c : r.cells) s += fmt::format(" {:<14}", cell_tag(c));
+    if (r.kind == "mutant") s += r.cheapest_kill ? fmt::format("  c{}", *r.cheapest_kill) : "  SURVIVED";
+    else s += r.rejected() ? "  FALSE REJECT" : "  (equivalent: merged everywhere)";
+    s += "\n";
+  }
+  s += "cells: '-' survived (MERGE), '?' cannot judge (base or naive unsound), else the first rule that rejected it\n";
+  auto list = [](const std::vector<std::string>& v) {
+    std::string t;
+    for (const std::string& x : v) t += (t.empty() ? "" : ", ") + x;
+    return t.empty() ? std::string("none") : t;
+  };
+  for (const auto& [c, why] : m.unjudged()) s += fmt::format("not judged: {}: {}\n", c, why);
+  s += fmt::format("kill rate: {}/{} = {:.1f}%; survivors: {}\n", m.killed(), m.mutants(), 100 * m.kill_rate(),
+                   list(m.survivors()));
+  s += fmt::format("equivalent variants rejected (false rejects): {}/{}: {}\n", m.false_rejects(), m.equivalents(),
+                   list(m.rejected_equivalents()));
+  s += fmt::format("{:.1f} s\n", m.seconds);
+  return s;
+}
+
+nlohmann::json kill_matrix_json(const KillMatrix& m) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (size_t ci = 0; ci < m.cases.size(); ++ci) cases.push_back({{"case", m.cases[ci]}, {"cost", m.case_cost[ci]}});
+  nlohmann::json variants = nlohmann::json::array();
+  for (const VariantRow& r : m.rows) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (size_t ci = 0; ci < r.cells.size(); ++ci)
+      cells.push_back({{"case", m.cases[ci]},
+                       {"verdict", verdict_name(r.cells[ci].verdict)},
+                       {"fired", r.cells[ci].fired},
+                       {"detail", r.cells[ci].detail}});
+    nlohmann::json v = {{"candidate", r.candidate}, {"kind", r.kind}, {"doc", r.doc}, {"cells", cells}};
+    v[r.kind == "mutant" ? "killed" : "rejected"] = r.rejected();
+    v["cheapest_kill"] = r.cheapest_kill ? nlohmann::json(m.cases[*r.cheapest_kill]) : nlohmann::json(nullptr);
+    v["cheapest_kill_cost"] = r.cheapest_kill ? nlohmann::json(m.case_cost[*r.cheapest_kill]) : nlohmann::json(nullptr);
+    variants.push_back(std::move(v));
+  }
+  return {{"schema_version", 1},
+          {"kind", "driftgate.mutants"},
+          {"context", run_context(m.command)},
+          {"base", m.base},
+          {"suite", m.suite.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.suite)},
+          {"policy", m.policy_source},
+          {"command", m.command},
+          {"seconds", m.seconds},
+          {"cases", cases},
+          {"skipped_cases", m.skipped},
+          {"unjudged_cases", [&] {
+             nlohmann::json u = nlohmann::json::array();
+             for (const auto& [c, why] : m.unjudged()) u.push_back({{"case", c}, {"reason", why}});
+             return u;
+           }()},
+          {"variants", variants},
+          {"summary",
+           {{"mutants", m.mutants()},
+            {"killed", m.killed()},
+            {"kill_rate", m.kill_rate()},
+            {"survivors", m.survivors()},
+            {"equivalents", m.equivalents()},
+            {"false_rejects", m.false_rejects()},
+            {"rejected_equivalents", m.rejected_equivalents()}}}};
+}
+
+const nlohmann::json& committed_kill_rates() {
+  static const nlohmann::json j = [] {
+    nlohmann::json f = nlohmann::json::parse(kKillRatesJson, nullptr, /*allow_exceptions=*/false);
+    return f.is_object() && f.contains("suites") && f["suites"].is_object() ? f["suites"] : nlohmann::json::object();
+  }();
+  return j;
+}
+
+int cmd_mutants(const MutantsArgs& a, const std::string& command_line) {
+  // Every option is checked before anything runs.
+  check_option_range("mutants --threads", a.threads, 0, 4096);
+  check_option_range("mutants --timeout", a.timeout, 0, 86400, true);
+  set_num_threads(a.threads);
+  const Candidate& base = require_candidate(a.base);
+  std::vector<Case> cases = resolve_cases(a.suite, a.cases, "mutants");
+  Policy policy = a.policy.empty() ? default_policy() : read_policy(a.policy);
+  MutantOptions opt;
+  opt.tier = resolve_tier(a.tier, a.suite);
+  opt.command = command_line;
+  opt.wall_seconds = a.timeout;
+  opt.worker_args = a.worker_args;
+  if (a.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(a.threads)});
+  opt.progress = true;
+  if (is_variant(base.info()) || is_canary(base.info()))
+    throw InputError(fmt::format("mutants: the base {} is itself a {} candidate; give an honest base", base.name(),
+                                 base.info().algorithm));
+  if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.op() == base.info().op; }))
+    throw InputError(fmt::format("mutants: no case of op {}, the base's op", base.info().op));
+  if (variants_of(base.info().op).empty())
+    throw InputError(fmt::format("mutants: op {} has no built-in mutants yet", base.info().op));
+  check_cases_fit_memory(cases, "mutants");
+  if (!a.json.empty()) {
+    check_output_file("mutants --json", a.json);
+    lock_output("mutants --json", a.json);
+  }
+  KillMatrix m = run_mutants(base, cases, policy, opt);
+  m.suite = a.suite;
+  std::cout << kill_matrix_text(m);
+  if (!a.json.empty()) {
+    write_file_atomic(a.json, kill_matrix_json(m).dump(2) + "\n");
+    std::cout << fmt::format("wrote {}\n", a.json);
+  }
+  return m.exit_code();
+}
+
+}  // namespace dg

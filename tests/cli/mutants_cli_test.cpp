@@ -1,0 +1,144 @@
+// `driftgate mutants` end to end: bad input exits 2 before any work with the problem named and
+// nothing written; the kill matrix JSON has its documented fields (harness/mutants.h); and the
+// committed kill rate of kda-smoke (datasets/kill_rates.json) still holds: a change to the suite,
+// the rules or the mutants that lets more mutants through fails here.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_driftgate.h"
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_driftgate;
+using testing::slurp;
+namespace fs = std::filesystem;
+
+const std::string kBase = "--base kda_cpu_recurrent_f32";
+const std::string kSmall = "'kda(T=64,H=2,HV=4,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)'";
+
+std::string tmp(const std::string& name) {
+  return ::testing::TempDir() + "/dg_mutants_" + name + "_" + std::to_string(::getpid());
+}
+
+TEST(MutantsCli, BadInputExits2BeforeAnyWork) {
+  struct Bad {
+    std::string args, message;
+  };
+  const std::string json = tmp("bad.json");
+  fs::remove(json);
+  for (const Bad& b : std::vector<Bad>{
+           {"mutants --base no_such_kernel --case " + kSmall + " --json " + json, "no_such_kernel"},
+           {"mutants " + kBase + " --case 'kda(T=64,H=2,K=' --json " + json, "kda(T=64,H=2,K="},
+           {"mutants " + kBase + " --json " + json, "exactly one of --case or --suite"},
+           {"mutants " + kBase + " --suite no_such_suite --json " + json, "unknown suite"},
+           {"mutants " + kBase + " --case 'kda_decode(T=4,B=1,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)' --json " + json,
+            "no case of op kda"},
+           {"mutants --base kda_mutant_state_bf16 --case " + kSmall + " --json " + json, "give an honest base"},
+           {"mutants --base kda_cheat_alias --case " + kSmall + " --json " + json, "give an honest base"},
+           {"mutants " + kBase + " --case " + kSmall + " --threads -1 --json " + json, "--threads"},
+           {"mutants " + kBase + " --case " + kSmall + " --timeout 0 --json " + json, "--timeout"},
+       }) {
+    testing::CliResult r = run_driftgate(b.args);
+    EXPECT_EQ(r.rc, 2) << b.args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(b.message)) << b.args;
+    EXPECT_FALSE(fs::exists(json)) << b.args;
+  }
+  // An output target that is a directory is refused, and left as it was.
+  const std::string dir = tmp("dir_target");
+  fs::create_directories(dir);
+  testing::CliResult r = run_driftgate("mutants " + kBase + " --case " + kSmall + " --json " + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mutants --json"));
+  EXPECT_TRUE(fs::is_directory(dir));
+  fs::remove_all(dir);
+}
+
+TEST(MutantsCli, KillMatrixJsonHasTheDocumentedFields) {
+  const std::string json = tmp("matrix.json");
+  fs::remove(json);
+  testing::CliResult r = run_driftgate("mutants " + kBase + " --case " + kSmall + " --threads 1 --json " + json);
+  // On this one small case some mutants survive (no h0, one sequence, T = 64): exit 1, not 0.
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kill rate: "));
+  EXPECT_THAT(r.out, HasSubstr("survivors: "));
+  EXPECT_THAT(r.out, HasSubstr("false rejects"));
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("kind"), "driftgate.mutants");
+  EXPECT_EQ(j.at("base"), "kda_cpu_recurrent_f32");
+  EXPECT_TRUE(j.contains("context"));
+  EXPECT_TRUE(j.at("unjudged_cases").empty());
+  EXPECT_TRUE(j.at("skipped_cases").empty());
+  ASSERT_EQ(j.at("cases").size(), 1u);
+  EXPECT_GT(j["cases"][0].at("cost").get<double>(), 0);
+  int mutants = 0, killed = 0, equivalents = 0;
+  for (const auto& v : j.at("variants")) {
+    for (const char* f : {"candidate", "kind", "doc", "cells", "cheapest_kill", "cheapest_kill_cost"})
+      EXPECT_TRUE(v.contains(f)) << f;
+    ASSERT_EQ(v.at("cells").size(), 1u);
+    const auto& cell = v["cells"][0];
+    for (const char* f : {"case", "verdict", "fired", "detail"}) EXPECT_TRUE(cell.contains(f)) << f;
+    if (v.at("kind") == "mutant") {
+      ++mutants;
+      killed += v.at("killed").get<bool>();
+      EXPECT_EQ(v.at("killed").get<bool>(), cell.at("verdict") == "REJECT");
+      if (v.at("killed").get<bool>()) {
+        EXPECT_FALSE(cell.at("fired").empty());
+      }
+    } else {
+      ++equivalents;
+      EXPECT_EQ(v.at("kind"), "equivalent");
+      EXPECT_FALSE(v.at("rejected").get<bool>()) << v.at("candidate");
+    }
+  }
+  const auto& s = j.at("summary");
+  EXPECT_EQ(s.at("mutants"), mutants);
+  EXPECT_EQ(s.at("killed"), killed);
+  EXPECT_EQ(s.at("equivalents"), equivalents);
+  EXPECT_EQ(s.at("false_rejects"), 0);
+  EXPECT_DOUBLE_EQ(s.at("kill_rate").get<double>(), static_cast<double>(killed) / mutants);
+  EXPECT_EQ(s.at("survivors").size(), static_cast<size_t>(mutants - killed));
+  EXPECT_GT(killed, 0);
+  EXPECT_LT(killed, mutants);
+  fs::remove(json);
+}
+
+// How `list suites` shows a committed kill rate.
+std::string fmt_kill(const nlohmann::json& c) {
+  return "kill rate " + std::to_string(c.at("killed").get<int>()) + "/" + std::to_string(c.at("mutants").get<int>());
+}
+
+// The committed figure of kda-smoke (datasets/kill_rates.json) against a fresh measurement; also
+// what `list suites` shows for it.
+TEST(MutantsCli, KdaSmokeKillRateDoesNotDrop) {
+  nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
+  ASSERT_TRUE(committed.at("suites").contains("kda-smoke"));
+  const auto& c = committed["suites"]["kda-smoke"];
+  const std::string json = tmp("smoke.json");
+  fs::remove(json);
+  testing::CliResult r = run_driftgate("mutants " + kBase + " --suite kda-smoke --json " + json);
+  ASSERT_TRUE(r.rc == 0 || r.rc == 1) << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const auto& s = j.at("summary");
+  EXPECT_GE(s.at("kill_rate").get<double>(), c.at("kill_rate").get<double>() - 1e-9)
+      << "kda-smoke now kills " << s.at("killed") << "/" << s.at("mutants") << ", committed " << c.at("killed") << "/"
+      << c.at("mutants") << "; survivors " << s.at("survivors").dump();
+  EXPECT_GE(s.at("killed").get<int>(), c.at("killed").get<int>());
+  EXPECT_LE(s.at("false_rejects").get<int>(), c.at("false_rejects").get<int>());
+  fs::remove(json);
+
+  testing::CliResult list = run_driftgate("list suites");
+  EXPECT_EQ(list.rc, 0);
+  EXPECT_THAT(list.out, HasSubstr(fmt_kill(c)));
+}
+
+}  // namespace
+}  // namespace dg
