@@ -17,7 +17,7 @@ std::vector<Suite> build() {
                    "kda(T=65,H=1,K=64,V=64,regime=glm_safe_gate,dtype=bf16,seed=0)",
                    "kda(T=1024,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)",
                    "kda(T=1024,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
-                   "kda(T=256,H=1,HV=2,K=64,V=64,regime=zero_gate,dtype=f32,seed=0)",
+                   "kda(T=256,H=2,HV=4,K=64,V=64,regime=zero_gate,dtype=f32,seed=0)",
                    "kda(T=200,H=1,K=64,V=64,regime=strong_decay,dtype=bf16,seed=0)",
                    "kda(T=200,H=1,K=64,V=64,regime=neg_eigval,dtype=bf16,seed=0)",
                    "kda(T=130,H=1,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)",
@@ -48,13 +48,20 @@ std::vector<Suite> build() {
 
   // Gate suites: the regimes and lengths that decide a merge. Two heads, so both cores work for
   // either candidate; long_memory at 64K for the drift rule.
-  v.push_back({"kda-gate-quick", "the KDA merge gate in under a minute: production gates, long memory, varlen", {
+  // Two cheap cases carry the axes the others miss: GVA with H >= 2 (a wrong value-to-key head map
+  // is invisible at H = 1) on tiny_norm (where the L2 norm's epsilon decides), and one sequence past
+  // 2^16 + 1 tokens of small heads (16-bit position counters, states dropped every 32K tokens).
+  const char* gva_tiny = "kda(T=1024,H=2,HV=4,K=64,V=64,regime=tiny_norm,dtype=bf16,seed=0)";
+  const char* past_64k = "kda(T=66000,H=1,K=32,V=32,regime=long_memory,dtype=bf16,seed=0)";
+  v.push_back({"kda-gate-quick", "the KDA merge gate in under a minute: production gates, long memory, varlen, GVA, past 64K", {
                    "kda(T=4096,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)",
                    "kda(T=4096,H=2,K=128,V=128,regime=glm_safe_gate,dtype=bf16,seed=0)",
                    "kda(T=16384,H=2,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
                    "kda(T=4096,H=2,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)",
+                   gva_tiny,
+                   past_64k,
                }});
-  Suite gate{"kda-gate", "the KDA merge gate: every regime, long context up to 64K (a few minutes)", {}};
+  Suite gate{"kda-gate", "the KDA merge gate: every regime, GVA, long context past 64K (a few minutes)", {}};
   for (const char* r : {"kimi_linear", "glm_safe_gate", "zero_gate", "forget_mix", "strong_decay", "collinear_keys",
                         "neg_eigval", "tiny_norm", "unnormalized_keys"})
     gate.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype=bf16,seed=0)", r));
@@ -63,6 +70,8 @@ std::vector<Suite> build() {
   gate.cases.push_back("kda(T=4096,H=2,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)");
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)");
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
+  gate.cases.push_back(gva_tiny);
+  gate.cases.push_back(past_64k);
   v.push_back(gate);
 
   // layer-smoke: the ops around KDA in the decode layer (reference/layer_ops.h) and the fused decode
