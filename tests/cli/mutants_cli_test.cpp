@@ -128,7 +128,8 @@ TEST(MutantsCli, KdaSmokeKillRateDoesNotDrop) {
   ASSERT_TRUE(r.rc == 0 || r.rc == 1) << r.err;
   nlohmann::json j = nlohmann::json::parse(slurp(json));
   const auto& s = j.at("summary");
-  EXPECT_GE(s.at("kill_rate").get<double>(), c.at("kill_rate").get<double>() - 1e-9)
+  // The committed rate is rounded to 4 decimals (10/15 is 0.6667).
+  EXPECT_GE(s.at("kill_rate").get<double>(), c.at("kill_rate").get<double>() - 1e-4)
       << "kda-smoke now kills " << s.at("killed") << "/" << s.at("mutants") << ", committed " << c.at("killed") << "/"
       << c.at("mutants") << "; survivors " << s.at("survivors").dump();
   EXPECT_GE(s.at("killed").get<int>(), c.at("killed").get<int>());
