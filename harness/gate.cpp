@@ -122,6 +122,19 @@ std::string below_floor(const Record& r, double floor) {
 
 }  // namespace
 
+VerifyOptions gate_verify_options(Tier tier, const Policy& policy, bool isolate, const std::vector<std::string>& worker_args,
+                                  double wall_seconds, int64_t memory_bytes) {
+  VerifyOptions vo;
+  vo.tier = tier;
+  vo.floor_policy = &policy;
+  vo.isolate = isolate;
+  vo.worker_runs = 2;
+  vo.worker_args = worker_args;
+  vo.wall_seconds = wall_seconds;
+  vo.memory_bytes = memory_bytes;
+  return vo;
+}
+
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive, const Policy& pol) {
   std::vector<Check> out;
   // What the patch is judged against must itself be sound: a broken base or naive candidate makes

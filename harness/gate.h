@@ -90,6 +90,11 @@ struct GateRow {
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive,
                                     const Policy& policy);
 
+// How the gate runs a case's candidates for its precision checks (gate, mutants): the policy's
+// floor (one floor in verify and gate), two runs per worker (the determinism rule).
+VerifyOptions gate_verify_options(Tier tier, const Policy& policy, bool isolate, const std::vector<std::string>& worker_args,
+                                  double wall_seconds, int64_t memory_bytes);
+
 // A case's verdict from its checks and records (the one place a case is judged):
 //   base or naive not PASSED, or below its own floor (Record::min_bits)     CANNOT_JUDGE
 //   patch NOT_SUPPORTED and policy.not_supported == "skip"                  SKIPPED

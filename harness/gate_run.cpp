@@ -104,15 +104,8 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     if (!naive_name.empty() && !naive)
       throw InputError(fmt::format("policy {}: naive candidate '{}' is not registered", policy.source, naive_name));
     if (naive && naive != &base && naive != &patch) cands.push_back(naive);
-    VerifyOptions vo;
-    vo.tier = opt.tier;
+    VerifyOptions vo = gate_verify_options(opt.tier, policy, opt.isolate, opt.worker_args, opt.wall_seconds, opt.memory_bytes);
     vo.save_failures_dir = opt.save_failures_dir;
-    vo.floor_policy = &policy;   // one floor: the policy's min_bits, as verify uses the default policy's
-    vo.isolate = opt.isolate;
-    vo.worker_runs = 2;
-    vo.worker_args = opt.worker_args;
-    vo.wall_seconds = opt.wall_seconds;
-    vo.memory_bytes = opt.memory_bytes;
     std::vector<Record> recs = verify_case(c, cands, vo);
     row.base = recs[0];
     row.patch = recs[1];

@@ -99,14 +99,7 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
     const size_t first_variant = naive && naive != &base ? 2 : 1;
     if (first_variant == 2) cands.push_back(naive);
     cands.insert(cands.end(), variants.begin(), variants.end());
-    VerifyOptions vo;
-    vo.tier = opt.tier;
-    vo.floor_policy = &policy;
-    vo.isolate = opt.isolate;
-    vo.worker_runs = 2;
-    vo.worker_args = opt.worker_args;
-    vo.wall_seconds = opt.wall_seconds;
-    vo.memory_bytes = opt.memory_bytes;
+    VerifyOptions vo = gate_verify_options(opt.tier, policy, opt.isolate, opt.worker_args, opt.wall_seconds, opt.memory_bytes);
     std::vector<Record> recs = verify_case(c, cands, vo);
     const Record* naive_rec = naive == &base ? &recs[0] : first_variant == 2 ? &recs[1] : nullptr;
     for (size_t vi = 0; vi < variants.size(); ++vi) {
