@@ -345,10 +345,10 @@ std::string judge_timing(const std::string& candidate, const std::vector<double>
     // Per call, the time driftgate saw that neither clock's owner could use is taken off: driftgate's
     // serving thread and the worker's main thread waiting for a CPU (kernel counters, read from
     // outside). What stays (the remainder) is the exchange itself, and a candidate clock that runs
-    // slow. An honest call's remainder is the exchange at most, whatever the load (a pool that
-    // still spins after the call only delays the "done", a wait); a clock at half speed leaves half
-    // of what its main thread ran or slept through during the call, less its waits. A call's
-    // allowance: 3 round trips + 50 us + 10% of the time it had (its interval less the waits). The
+    // slow. An honest call's remainder is the exchange at most, whatever the load (threads that
+    // keep the CPUs busy after the call only delay the "done", a wait); a clock at half speed
+    // leaves half of what its main thread ran or slept through during the call, less its waits. A
+    // call's allowance: 3 round trips + 50 us + 10% of the time it had (its interval less the waits). The
     // judged value is the median excess over the half of the calls whose main thread waited least
     // (a loaded machine starves some calls, rarely all).
     const bool observed = observer_delay.size() == wall.size(), waited = delay.size() == wall.size();

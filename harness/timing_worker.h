@@ -25,8 +25,8 @@
 //     call had is driftgate's interval less the time driftgate's serving thread and the worker's
 //     main thread waited for a CPU within it (/proc/thread-self/schedstat and /proc/PID/schedstat
 //     run_delay, the kernel's counters); its remainder is that less the worker's own time. An
-//     honest call's remainder is the exchange at most, whatever the load (a pool that still spins
-//     after the call only delays the "done", a wait); a clock at half speed leaves half of what its
+//     honest call's remainder is the exchange at most, whatever the load (threads that keep the
+//     CPUs busy after the call only delay the "done", a wait); a clock at half speed leaves half of what its
 //     main thread ran or slept through, less its waits. Over the half of the calls whose main
 //     thread waited least, the median of (remainder - 3 pipe round trips (the median of 16 no-op
 //     exchanges per worker) - 50 us - 10% of the time the call had) must not be positive; else the
@@ -101,8 +101,8 @@ int timing_worker_main(const TimingRequest& req, const std::string& report);
 // thread waited for a CPU, `other` the CPU time of its other threads (children excluded),
 // `round_trip` the median no-op exchange, `threads` the budget,
 // `children_ticks` whether CPU time came from reaped children (10 ms ticks), `observer_delay` the
-// time driftgate's own timing thread waited for a CPU within each interval (a candidate whose
-// threads still spin after its call keeps driftgate from reading the end; that wait is not the
+// time driftgate's own timing thread waited for a CPU within each interval while the worker's main
+// thread slept (a busy machine keeps driftgate from reading the end; that wait is not the
 // candidate's clock running slow, and the verdict's sample keeps it). Returns "" or the broken
 // rules ("rule clock: ...; rule cpu_budget: ...").
 std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
