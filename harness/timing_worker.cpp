@@ -36,7 +36,10 @@ constexpr int kNoopExchanges = 16;
 constexpr double kCpuTolerance = 0.25;       // rule cpu_budget: granted threads x 1.25
 constexpr double kOtherThreadsTolerance = 0.10;  // rule cpu_budget with one thread: other threads' share
 constexpr double kClockRelTolerance = 0.10;  // rule clock: 10% of the time a call had ...
-constexpr double kClockAbsTolerance = 50e-6; // ... + 50 us + 3 round trips
+// ... + 300 us + 3 round trips. On a loaded 2-core VM an honest multi-threaded kernel's 300 us calls
+// showed a median 171 us that no run-queue counter explains (wake-ups the guest does not see as
+// waits); a clock at half speed on calls of a millisecond or more stays far above it.
+constexpr double kClockAbsTolerance = 300e-6;
 
 // One message from the worker: 'N' ready for a no-op exchange, 'R' ready for a timed call of
 // candidate `cand`, 'D' done (self_s: the worker's own time; < 0: the call threw), 'E' the end.
@@ -348,7 +351,7 @@ std::string judge_timing(const std::string& candidate, const std::vector<double>
     // slow. An honest call's remainder is the exchange at most, whatever the load (threads that
     // keep the CPUs busy after the call only delay the "done", a wait); a clock at half speed
     // leaves half of what its main thread ran or slept through during the call, less its waits. A
-    // call's allowance: 3 round trips + 50 us + 10% of the time it had (its interval less the waits). The
+    // call's allowance: 3 round trips + 300 us + 10% of the time it had (its interval less the waits). The
     // judged value is the median excess over the half of the calls whose main thread waited least
     // (a loaded machine starves some calls, rarely all).
     const bool observed = observer_delay.size() == wall.size(), waited = delay.size() == wall.size();
