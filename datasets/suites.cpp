@@ -74,6 +74,13 @@ std::vector<Suite> build() {
   gate.cases.push_back("kda(T=65536,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)");
   gate.cases.push_back(gva_tiny);
   gate.cases.push_back(past_64k);
+  // The values no case above takes (driftgate list suites --coverage): GVA ratio 4 with B = 2, an
+  // explicit query scale and the lower-bound gate without A_log on f16 inputs; varlen with empty
+  // segments; f32 and f64 stored inputs.
+  gate.cases.push_back("kda(T=2048,B=2,H=2,HV=8,K=64,V=64,a_log=0,scale=0.1,regime=glm_safe_gate,dtype=f16,seed=0)");
+  gate.cases.push_back("kda(T=4096,H=2,K=64,V=64,seqlens=1/0/15/63/64/65/0/1000,regime=varlen_ragged,dtype=bf16,seed=0)");
+  gate.cases.push_back("kda(T=1000,H=2,K=64,V=64,regime=collinear_keys,dtype=f32,seed=0)");
+  gate.cases.push_back("kda(T=1024,H=2,K=128,V=128,regime=kimi_linear,dtype=f64,seed=0)");
   v.push_back(gate);
 
   // layer-smoke: the ops around KDA in the decode layer (reference/layer_ops.h) and the fused decode

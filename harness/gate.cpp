@@ -361,6 +361,7 @@ std::string gate_json(const GateReport& r) {
   j["policy"] = r.policy_source;
   j["claim"] = r.claim ? nlohmann::ordered_json(*r.claim) : nlohmann::ordered_json(nullptr);
   j["cases"] = r.planned;
+  j["coverage_gaps"] = r.coverage_gaps;
   j["resume_key"] = nlohmann::ordered_json::parse(r.resume_key.dump());
   j["context"] = nlohmann::ordered_json::parse(run_context(r.command).dump());
   j["rows"] = nlohmann::ordered_json::parse(rows.dump());
@@ -425,6 +426,11 @@ std::string gate_markdown(const GateReport& r) {
   s += fmt::format("{} of {} cases judged, {} skipped, {} could not be judged{}{}; run `{}`, rows digest `{}`\n\n",
                    r.judged(), r.planned.size(), r.skipped(), r.cannot_judge(), r.complete() ? "" : ": INCOMPLETE, the gate stopped before the other cases",
                    r.timed ? "" : "; throughput not timed (--no-time)", r.run_id, rows_digest(rows, r.resume_key));
+  if (!r.coverage_gaps.empty()) {
+    std::string gaps;
+    for (const std::string& g : r.coverage_gaps) gaps += (gaps.empty() ? "`" : ", `") + g + "`";
+    s += fmt::format("Not exercised by these cases (a bug there would pass): {}\n\n", gaps);
+  }
   s += "| case | base bits | patch bits | delta bits | max ULP | drift exp (base/patch) | speedup [interval] | verdict |\n";
   s += "|---|---|---|---|---|---|---|---|\n";
   for (const GateRow& g : r.rows) {

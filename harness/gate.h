@@ -113,6 +113,7 @@ struct GateReport {
   std::optional<double> claim;
   bool timed = true;                     // false: --no-time, precision only
   std::vector<std::string> planned;      // every case the gate was asked to judge, in order
+  std::vector<std::string> coverage_gaps;   // "axis=value" of the patch's op no planned case exercises
   std::string run_id;                    // one per driftgate process; the same in all three files
   // What a resumed gate must match (options, policy contents, tier, cases, binary, plugins): the
   // object written as "resume_key" and its SHA-256 (harness/digest.h).

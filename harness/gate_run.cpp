@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/coverage.h"
 #include "harness/report.h"
 
 namespace dg {
@@ -75,6 +76,14 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.started_at = utc_now();
   rep.resume_key = opt.resume_key;
   for (const Case& c : cases) rep.planned.push_back(c.str());
+  // Values of the patch's op that no case exercises (harness/coverage.h): a bug there would pass.
+  rep.coverage_gaps = coverage_gaps(patch.info().op, cases);
+  if (!rep.coverage_gaps.empty()) {
+    std::string gaps;
+    for (const std::string& g : rep.coverage_gaps) gaps += (gaps.empty() ? "" : ", ") + g;
+    std::cerr << fmt::format("warning: these cases never exercise {} values of {} (a bug there would pass): {}\n",
+                             rep.coverage_gaps.size(), patch.info().op, gaps);
+  }
   auto finish = [&] {
     rep.seconds = elapsed();
     rep.verdict = gate_verdict(rep);

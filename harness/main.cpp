@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/coverage.h"
 #include "harness/cli_gate.h"
 #include "harness/digest.h"
 #include "harness/case_memory.h"
@@ -66,7 +67,14 @@ TensorMap stored_inputs(const OpSpec& op, const TensorMap& file) {
 }
 
 // --- list ---------------------------------------------------------------------------------------
-int cmd_list(const std::string& what, bool json) {
+// "a, b, c" from a JSON array of strings.
+std::string join_json(const nlohmann::json& a) {
+  std::string out;
+  for (const auto& x : a) out += (out.empty() ? "" : ", ") + x.get<std::string>();
+  return out;
+}
+
+int cmd_list(const std::string& what, bool json, bool coverage) {
   nlohmann::json j = nlohmann::json::array();
   std::string text;
   if (what == "ops") {
@@ -109,8 +117,23 @@ int cmd_list(const std::string& what, bool json) {
           kill += "; survivors: " + sv;
         }
       }
-      j.push_back(row);
       text += fmt::format("{:<12} {} ({} cases; {})\n", s.name, s.doc, s.cases.size(), kill);
+      if (coverage) {
+        // Which values of each op's axes the suite's cases exercise (harness/coverage.h).
+        std::vector<Case> cases;
+        for (const std::string& cs : s.cases) cases.push_back(parse_case(cs));
+        row["coverage"] = suite_coverage_json(cases);
+        for (const auto& [op, axes] : row["coverage"].items()) {
+          text += fmt::format("  {}\n", op);
+          for (const auto& a : axes) {
+            std::string line = fmt::format("    {:<20} covered: {}", a["axis"].get<std::string>(),
+                                           a["covered"].empty() ? std::string("-") : join_json(a["covered"]));
+            if (!a["missing"].empty()) line += "; MISSING: " + join_json(a["missing"]);
+            text += line + "\n";
+          }
+        }
+      }
+      j.push_back(row);
     }
   } else {
     throw InputError(fmt::format("list: unknown kind '{}' (ops, candidates, regimes, suites)", what));
@@ -326,6 +349,8 @@ int run_main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "list ops, candidates, regimes or suites");
   list->add_option("what", what, "ops | candidates | regimes | suites")->required();
   list->add_flag("--json", json, "print JSON");
+  bool list_coverage = false;
+  list->add_flag("--coverage", list_coverage, "suites: which values of each op's axes the cases exercise");
 
   VerifyArgs va;
   CLI::App* verify = app.add_subcommand("verify", "precision drift of candidates against the reference");
@@ -449,7 +474,7 @@ int run_main(int argc, char** argv) {
   }
   for (const std::string& e : exec_args) register_exec(e);
   std::string cmd = command_line(argc, argv);
-  if (*list) return cmd_list(what, json);
+  if (*list) return cmd_list(what, json, list_coverage);
   if (*verify) return cmd_verify(va, cmd);
   if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
   if (*run) return cmd_run(run_cand, run_in, run_out, run_case);

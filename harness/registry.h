@@ -54,6 +54,13 @@ struct InputSpec {
   std::vector<int64_t> shape;
 };
 
+// An axis of coverage: its values, and which of them a case exercises (one or more).
+struct CoverageAxis {
+  std::string name;
+  std::vector<std::string> values;
+  std::function<std::vector<std::string>(const Case&)> of;
+};
+
 // One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
 // reference, and how the harness drives a candidate.
 struct OpSpec {
@@ -86,6 +93,9 @@ struct OpSpec {
   // with storage `s` moves at least (decode steps read and write the state every step).
   std::function<double(const Case&)> flops;
   std::function<double(const Case&, const Storage& s)> bytes;
+  // Axes of coverage beyond the parameters' own values (harness/coverage.h): shapes and layouts
+  // where bugs live (GVA ratios, B > 1, odd dims, lengths past a counter's range, varlen edges).
+  std::vector<CoverageAxis> coverage;
 };
 
 // A regime: a named, documented input distribution of an op, with parameter defaults it implies

@@ -58,8 +58,14 @@
 // 80% of the process's main thread outside its own calls is reported 6.3x FASTER. Timing each
 // candidate in fresh workers of its own, in alternating blocks, closed that hole but reported
 // honest pairs 2.3x FASTER and 0.79x SLOWER with narrow intervals on a loaded machine (the blocks
-// see different loads); the fix needs concurrent workers, one per candidate, with driftgate
-// handing out every call and judging the CPU time of the worker that waits. Which candidate a
+// see different loads). Concurrent workers, one per candidate, with driftgate granting every call in
+// a random order (one worker running at a time, the others blocked on their channels) read an A/A
+// pair as 0.96-0.99 with intervals covering 1, but the recurrent/chunk pair at T=1024, H=2, HV=4 as
+// 0.77x, 0.78x, 1.26x and 1.17x over four runs where one process reads 1.06-1.09x every time: on 2
+// cores, 25-50% of the calls' main threads waited more than 1 ms for a CPU (kernel counters), against
+// about 1% in one process, whether or not the previous call was the other worker's, and waking the
+// worker onto a CPU before the interval starts did not remove it. Until a measurement in separate
+// processes is as stable as one in a shared one, a false verdict on honest kernels is the larger risk. Which candidate a
 // "ready" names is the worker's word. A candidate that works in a background thread between its
 // timed calls is charged for it only while a call is timed. Timing on a shared, loaded machine
 // stays noisy: the intervals carry the noise.

@@ -201,6 +201,7 @@ OpSpec fused_spec() {
   s.doc = "KDA decode as the production layer runs it: short conv (width W, SiLU) on q, k, v, one KDA step, "
           "sigmoid-gated RMSNorm of the output; T steps for B sequences against state and conv-state pools";
   s.params = kda_param_specs(false);
+  s.coverage = kda_coverage_axes(false);
   s.params.insert(s.params.end() - 3, {{"W", ParamKind::integer, "4", "conv width (1..8)"},
                                        {"eps", ParamKind::real, "1e-05", "of the output RMSNorm"}});
   s.tensors = {{"xq", TensorRole::input, "[B,T,H,K] q before the conv"}, {"xk", TensorRole::input, "[B,T,H,K]"},

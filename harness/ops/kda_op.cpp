@@ -2,6 +2,7 @@
 #include "harness/ops/kda_op.h"
 #include "harness/ops/layer_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -84,6 +85,47 @@ std::vector<ParamSpec> kda_param_specs(bool varlen) {
   v.push_back({"regime", ParamKind::text, "kimi_linear", "input regime (driftgate list regimes)", true});
   v.push_back({"dtype", ParamKind::text, "bf16", "dtype of the stored q, k, v, g, beta", true, {"f64", "f32", "bf16", "f16"}});
   v.push_back({"seed", ParamKind::integer, "0", "RNG seed", true});
+  return v;
+}
+
+std::vector<CoverageAxis> kda_coverage_axes(bool varlen) {
+  auto pow2 = [](int64_t x) { return x > 0 && (x & (x - 1)) == 0; };
+  std::vector<CoverageAxis> v = {
+      // A wrong value-to-key head map shows only with H >= 2; ratios 2 and 4 are the production ones.
+      {"GVA (HV/H, H >= 2)", {"none", "2", "4"},
+       [](const Case& c) {
+         const int64_t H = c.integer("H"), HV = c.integer("HV") == 0 ? H : c.integer("HV");
+         if (HV == H) return std::vector<std::string>{"none"};
+         return std::vector<std::string>{H >= 2 ? std::to_string(HV / H) : "H=1 only"};
+       }},
+      {"B", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("B") > 1 ? ">1" : "1"}; }},
+      {"head dims", {"powers of two", "odd"},
+       [pow2](const Case& c) {
+         return std::vector<std::string>{pow2(c.integer("K")) && pow2(c.integer("V")) ? "powers of two" : "odd"};
+       }},
+      {"scale", {"K^-1/2", "given"},
+       [](const Case& c) { return std::vector<std::string>{c.real("scale") == 0 ? "K^-1/2" : "given"}; }},
+  };
+  if (!varlen) return v;   // decode ops: T counts steps
+  // 16-bit position counters wrap past 2^16 tokens; a partial last chunk of 64 tokens.
+  v.push_back({"T", {"T % 64 != 0", "> 2^16"}, [](const Case& c) {
+                 std::vector<std::string> out;
+                 if (c.integer("T") % 64 != 0) out.push_back("T % 64 != 0");
+                 if (c.integer("T") > 65536) out.push_back("> 2^16");
+                 if (c.integer("T") > 1048576) out.push_back("> 2^20");
+                 return out;
+               }});
+    v.push_back({"varlen segments", {"none", "1 token", "empty", "several"}, [](const Case& c) {
+                   const std::vector<int64_t> lens = c.int_list("seqlens");
+                   std::vector<std::string> out;
+                   if (lens.empty()) out.push_back("none");
+                   for (int64_t n : lens) {
+                     if (n == 1 && std::find(out.begin(), out.end(), "1 token") == out.end()) out.push_back("1 token");
+                     if (n == 0 && std::find(out.begin(), out.end(), "empty") == out.end()) out.push_back("empty");
+                   }
+                   if (lens.size() > 1) out.push_back("several");
+                   return out;
+                 }});
   return v;
 }
 
@@ -261,6 +303,7 @@ OpSpec kda_spec(bool decode) {
   s.doc = decode ? "KDA decode: T steps of one token for B sequences against a paged state pool kept in the candidate's state dtype"
                  : "KDA prefill: Kimi Delta Attention over whole sequences (o and the final state)";
   s.params = kda_param_specs(!decode);
+  s.coverage = kda_coverage_axes(!decode);
   s.tensors = {
       {"q", TensorRole::input, "[B,T,H,K]"}, {"k", TensorRole::input, "[B,T,H,K]"},
       {"v", TensorRole::input, "[B,T,HV,V]"}, {"g", TensorRole::input, "[B,T,HV,K] log-space g, or raw f for in-op gates"},

@@ -48,6 +48,17 @@ TEST(Cli, ListsRegistries) {
                            "kda_decode_cpu_bf16state"})
     EXPECT_THAT(names, ::testing::Contains(want));
   EXPECT_EQ(run("list suites").rc, 0);
+  // Coverage per suite and op: kda-gate leaves no value of kda out, kda-gate-quick names its gaps.
+  Result cov = run("list suites --coverage --json");
+  ASSERT_EQ(cov.rc, 0) << cov.err;
+  for (const auto& s : nlohmann::json::parse(cov.out)) {
+    if (s["name"] != "kda-gate" && s["name"] != "kda-gate-quick") continue;
+    size_t missing = 0;
+    for (const auto& a : s["coverage"]["kda"]) missing += a["missing"].size();
+    if (s["name"] == "kda-gate") EXPECT_EQ(missing, 0u) << s["coverage"].dump();
+    else EXPECT_GT(missing, 0u);
+  }
+  EXPECT_THAT(run("list suites --coverage").out, HasSubstr("MISSING: "));
   EXPECT_THAT(run("list regimes").out, HasSubstr("long_memory"));
   EXPECT_THAT(run("list ops").out, HasSubstr("kda_decode"));
 }
@@ -539,6 +550,10 @@ TEST(CliVerdict, NoTimeSaysPrecisionOnlyAndClaimNeedsTiming) {
   EXPECT_EQ(j["verdict_text"], "MERGE (precision only)");
   EXPECT_TRUE(junit_valid(out + "/junit.xml"));
   EXPECT_THAT(slurp(out + "/junit.xml"), HasSubstr("<skipped message=\"not timed (--no-time)"));
+  // One case leaves most of the op's values unexercised: the gate says which (harness/coverage.h).
+  EXPECT_THAT(r.err, HasSubstr("warning: these cases never exercise"));
+  EXPECT_THAT(j["coverage_gaps"], ::testing::Contains("layout=vfirst"));
+  EXPECT_THAT(slurp(out + "/verdict.md"), HasSubstr("Not exercised by these cases"));
   // Usage errors, before any work and with no files.
   std::string bad = tmp("gate_bad_claim");
   for (const std::string& flags : {std::string("--no-time --claim 1.5"), std::string("--claim 0"), std::string("--claim -2"),
