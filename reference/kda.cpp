@@ -742,6 +742,10 @@ KdaReferenceResult kda_reference(Tier tier, const KdaParams& p, const TensorMap&
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), work.size()));
   const bool generic = opt.generic_kernels;
+  if (opt.plain_f32) {
+    run_all<float, GenericState<float>>(c, work, threads);
+    return result;
+  }
   switch (tier) {
     case Tier::f64:
       if (generic) run_all<double, GenericState<double>>(c, work, threads);

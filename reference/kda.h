@@ -65,6 +65,12 @@ struct KdaReferenceOptions {
   // Run the plain generic state loops even where a vectorized kernel exists (f64, dd): tests
   // check the kernels against the generic template.
   bool generic_kernels = false;
+  // Not a reference: the generic loops in float (every state update and sum rounded to binary32, in
+  // the order above; gates and the L2 norm's 1/sqrt may round once from double), FLA's
+  // naive_recurrent_kda as it runs in fp32. The policy's naive candidate for f32 KDA
+  // (candidates/cpu/kda_naive.cpp) is this: plainly written, same precision, independent of the
+  // optimized CPU kernels. `tier` is ignored.
+  bool plain_f32 = false;
 };
 
 // Outputs as doubles, rounded to odd from the tier's value (so one RNE gives the correctly rounded

@@ -12,6 +12,11 @@
 
 namespace dg {
 
+// float: not a tier. The KDA loops run in it as FLA's naive code runs in fp32, for the policy's naive
+// f32 candidate (KdaReferenceOptions::plain_f32).
+inline float r_sqrt(float x) { return std::sqrt(x); }
+inline float r_exp(float x) { return std::exp(x); }
+inline float r_log1p(float x) { return std::log1p(x); }
 inline double r_sqrt(double x) { return std::sqrt(x); }
 inline double r_exp(double x) { return std::exp(x); }
 inline double r_log1p(double x) { return std::log1p(x); }
@@ -26,10 +31,12 @@ template <int B> Mpfr<B> r_exp(const Mpfr<B>& x) { return exp(x); }
 template <int B> Mpfr<B> r_log1p(const Mpfr<B>& x) { return log1p(x); }
 
 // Output: round to odd into double, and the two-double tail (x - x0) to the tier's full precision.
+inline double to_odd(float x) { return x; }
 inline double to_odd(double x) { return x; }
 inline double to_odd(const DD& x) { return round_to_odd(x); }
 inline double to_odd(F128 x) { return f128_to_double_odd(x); }
 template <int B> double to_odd(const Mpfr<B>& x) { return to_double_odd(x); }
+inline void tail_of(float, double, double* t) { t[0] = t[1] = 0.0; }
 inline void tail_of(double, double, double* t) { t[0] = t[1] = 0.0; }
 inline void tail_of(const DD& x, double x0, double* t) {
   if (!std::isfinite(x.hi) || !std::isfinite(x0)) {

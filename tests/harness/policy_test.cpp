@@ -35,7 +35,7 @@ TEST(Policy, DefaultIsTheDocumentedFile) {
   EXPECT_DOUBLE_EQ(p.naive_factor, 2.0);
   EXPECT_DOUBLE_EQ(p.min_bits_for(DType::f32), 12);
   EXPECT_DOUBLE_EQ(p.min_bits_for(DType::bf16), 5);
-  EXPECT_EQ(p.naive_for("kda", DType::f32), "kda_cpu_recurrent_f32");
+  EXPECT_EQ(p.naive_for("kda", DType::f32), "kda_cpu_naive_f32");
   EXPECT_EQ(p.naive_for("kda", DType::bf16), "");
   EXPECT_EQ(p.metrics, (std::vector<std::string>{"rms", "max_abs"}));
 }

@@ -261,8 +261,8 @@ KdaParams params(int64_t T, int64_t K = 32, int64_t V = 24, int64_t H = 1, int64
 
 const KdaGate kGates[] = {KdaGate::pregated, KdaGate::softplus, KdaGate::lower_bound};
 const KdaBeta kBetas[] = {KdaBeta::given, KdaBeta::sigmoid, KdaBeta::sigmoid2};
-const KdaFn kF32[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32};
-const KdaFn kPrefill[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32, kda_cpu_chunk_bf16};
+const KdaFn kF32[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32, kda_cpu_naive_f32};
+const KdaFn kPrefill[] = {kda_cpu_recurrent_f32, kda_cpu_chunk_f32, kda_cpu_chunk_bf16, kda_cpu_naive_f32};
 
 // --- building blocks of kda_chunk.h ----------------------------------------------------------------
 TEST(KdaChunkKernels, VectorExpBf16RoundingTransposeGemm) {
