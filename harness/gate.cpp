@@ -431,7 +431,7 @@ std::string gate_markdown(const GateReport& r) {
     for (const std::string& g : r.coverage_gaps) gaps += (gaps.empty() ? "`" : ", `") + g + "`";
     s += fmt::format("Not exercised by these cases (a bug there would pass): {}\n\n", gaps);
   }
-  s += "| case | base bits | patch bits | delta bits | max ULP | drift exp (base/patch) | speedup [interval] | verdict |\n";
+  s += "| case | base bits | patch bits | delta bits | max ULP at rms | drift exp (base/patch) | speedup [interval] | verdict |\n";
   s += "|---|---|---|---|---|---|---|---|\n";
   for (const GateRow& g : r.rows) {
     const OutputResult* bo = primary_output(g.base);
@@ -439,7 +439,7 @@ std::string gate_markdown(const GateReport& r) {
     std::string bb = bo ? fmt::format("{:.1f}", bo->metrics.bits) : "-";
     std::string pb = po ? fmt::format("{:.1f}", po->metrics.bits) : "-";
     std::string db = bo && po ? fmt::format("{:+.1f}", po->metrics.bits - bo->metrics.bits + 0.0) : "-";
-    std::string ulp_s = po ? fmt::format("{:.3g}", po->metrics.ulp_max) : "-";
+    std::string ulp_s = po ? fmt::format("{:.3g}", po->metrics.ulp_rms_max) : "-";
     std::string drift = bo && po && bo->drift && po->drift
                             ? fmt::format("{:.2f} / {:.2f}", bo->drift->growth_exponent, po->drift->growth_exponent)
                             : "-";

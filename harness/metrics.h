@@ -18,6 +18,10 @@
 //               rounded reference (max). RN_F follows F's overflow policy: a reference that rounds
 //               to Inf is one step beyond max_finite; e4m3 saturates to +-448. The distance
 //               saturates at INT64_MAX (only f64 values of opposite sign near the top of the range).
+//   ulp_rms_max = max |c - r| / ulp_F(rms(r)), rms(r) = ||r||_2 / sqrt(count): the largest error in
+//               ULPs of F at the output's typical magnitude. Scale-aware: a reference value near
+//               zero (whose own ULP is tiny) does not inflate it, where ulp_max reads 1e5-1e10 for
+//               honest kernels. 0 when every reference value is 0. Tables show it; JSON keeps both.
 //   ulp_p99   = the nearest-rank 99th percentile: the ceil(0.99 n)-th smallest ULP error. Exact (an
 //               order statistic of all n errors) up to CompareOptions::exact_p99_max_count elements;
 //               above that, to bound memory, it comes from a histogram whose bins are the double's
@@ -43,6 +47,7 @@ struct TensorMetrics {
   int64_t first_mismatch = -1;     // flat index of the first such position, -1 if none
   double max_abs = 0, max_rel = 0, rms_ratio = 0, bits = 64, cosine = 1;
   double ulp_max = 0, ulp_p99 = 0, ulp_mean = 0;
+  double ulp_rms_max = 0;          // max |c - r| in ULPs of F at rms(r) (see the top)
   int64_t ulp_dist_max = 0;
   int64_t argmax_abs = -1;         // flat index of the first element with |c - r| == max_abs
   double ref_max_abs = 0;          // max |r| over the compared elements (scale of absolute floors)

@@ -71,6 +71,7 @@ nlohmann::json to_json(const Record& r) {
                         {"ulp_max", num(m.ulp_max)},
                         {"ulp_p99", num(m.ulp_p99)},
                         {"ulp_mean", num(m.ulp_mean)},
+                        {"ulp_rms_max", num(m.ulp_rms_max)},
                         {"ulp_dist_max", m.ulp_dist_max},
                         {"ref_max_abs", num(m.ref_max_abs)}};
     if (o.drift) {
@@ -149,6 +150,7 @@ Record record_from_json(const nlohmann::json& j) {
     m.ulp_max = from_num(o.at("ulp_max"));
     m.ulp_p99 = from_num(o.at("ulp_p99"));
     m.ulp_mean = from_num(o.at("ulp_mean"));
+    if (o.contains("ulp_rms_max")) m.ulp_rms_max = from_num(o.at("ulp_rms_max"));
     m.ulp_dist_max = o.at("ulp_dist_max");
     if (o.contains("ref_max_abs")) m.ref_max_abs = from_num(o.at("ref_max_abs"));
     if (o.contains("drift")) {
@@ -177,7 +179,7 @@ nlohmann::json records_json(const std::vector<Record>& records, const std::strin
 std::string drift_table(const std::vector<Record>& records) {
   std::string s;
   std::string last_case;
-  s += fmt::format("{:<26} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8}  {}\n", "candidate", "bits", "max ULP",
+  s += fmt::format("{:<26} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8}  {}\n", "candidate", "bits", "ULP@rms",
                    "rms_ratio", "growth", "ht.bits", "ref_bits", "time s", "disposition");
   for (const Record& r : records) {
     if (r.case_str != last_case) {
@@ -193,7 +195,7 @@ std::string drift_table(const std::vector<Record>& records) {
                               : std::string(disposition_name(r.disposition));
     if (o)
       s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate,
-                       o->metrics.bits + 0.0, o->metrics.ulp_max, o->metrics.rms_ratio,
+                       o->metrics.bits + 0.0, o->metrics.ulp_rms_max, o->metrics.rms_ratio,
                        o->drift ? fmt::format("{:.3f}", o->drift->growth_exponent) : std::string("-"),
                        ht ? fmt::format("{:.1f}", ht->metrics.bits + 0.0) : std::string("-"), ref_bits, r.seconds, verdict);
     else

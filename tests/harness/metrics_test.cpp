@@ -45,6 +45,25 @@ TEST(Compare, FormulasOnKnownVectors) {
   EXPECT_DOUBLE_EQ(m.cosine, 27.5 / std::sqrt(26.25 * 30.0)); // <c,r> = 27.5, ||c||^2 = 26.25
 }
 
+// Two f32 ULPs (at 1) of error on a reference 0: ulp_max reads 2^127 (the tiny value's own ULP), the
+// scale-aware ulp_rms_max reads the error in ULPs at the output's typical size.
+TEST(Compare, UlpAtRmsIsScaleAware) {
+  const float one_ulp = std::ldexp(1.0f, -23);   // ulp_f32(1)
+  const std::vector<double> r = {1.0, -1.0, 1.0, 0.0};
+  const std::vector<double> c = {1.0, -1.0, 1.0, 2.0 * one_ulp};
+  const TensorMetrics m = compare(r, c, DType::f32);
+  EXPECT_GT(m.ulp_max, 1e10);
+  // rms(r) = sqrt(3/4) in [0.5, 1): ulp_f32 = 2^-24, and the error is 2 ulp_f32(1) = 4 ulps there.
+  EXPECT_DOUBLE_EQ(m.ulp_rms_max, 4.0);
+  // Exact output and an all-zero reference read 0.
+  EXPECT_EQ(compare(r, r, DType::f32).ulp_rms_max, 0.0);
+  const std::vector<double> z = {0.0, 0.0};
+  EXPECT_EQ(compare(z, z, DType::f32).ulp_rms_max, 0.0);
+  // Huge magnitudes do not overflow the sum of squares.
+  const std::vector<double> big = {1e300, 1e300}, big_c = {1e300, std::nextafter(1e300, 2e300)};
+  EXPECT_DOUBLE_EQ(compare(big, big_c, DType::f64).ulp_rms_max, 1.0);
+}
+
 TEST(Compare, MaxRelUsesTheFloor) {
   const std::vector<double> r = {0, 1e-3, 2};
   const std::vector<double> c = {1e-3, 2e-3, 2};
