@@ -447,7 +447,9 @@ int driftgate_worker_dirs(const std::string& root) {
 // hangs; nothing may survive, and (after the next start, for SIGKILL) no dir is left.
 void kill_while_hanging(int sig, const std::string& extra_env = "") {
   REQUIRE_NUMPY(py);
-  const std::string root = ::testing::TempDir() + "/dg_kill_root_" + std::to_string(sig);
+  // One root per test process: ctest runs the two SIGKILL tests at once, and a shared root was wiped
+  // by the other's start (its hanging candidate then never started).
+  const std::string root = ::testing::TempDir() + "/dg_kill_root_" + std::to_string(sig) + "_" + std::to_string(::getpid());
   fs::remove_all(root);
   fs::create_directories(root);
   const std::string marker = "kill-" + std::to_string(sig) + "-" + std::to_string(::getpid());
