@@ -181,33 +181,51 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
   for (const OutputResult& b : base.outputs) {
     const OutputResult* p = find_output(patch, b.name);
     if (!p) {
-      out.push_back({"output." + b.name, false, "the patch has no output " + b.name});
+      Check k{"output." + b.name, false, "the patch has no output " + b.name};
+      k.margin_bits = std::numeric_limits<double>::infinity();
+      out.push_back(k);
       continue;
     }
     const OutputResult* n = naive ? find_output(*naive, b.name) : nullptr;
-    out.push_back({"nonfinite." + b.name, p->metrics.nonfinite_mismatch == 0,
-                   p->metrics.nonfinite_mismatch == 0
-                       ? "no NaN/Inf where the reference has none"
-                       : fmt::format("{} NaN/Inf positions differ from the reference (first at flat index {})",
-                                     p->metrics.nonfinite_mismatch, p->metrics.first_mismatch)});
-    out.push_back({"min_bits." + b.name, p->metrics.bits >= patch_floor,
-                   fmt::format("{:.1f} bits, minimum {:.0f} (the policy's min_bits of the patch's narrowest format)",
-                               p->metrics.bits, patch_floor)});
+    Check nf{"nonfinite." + b.name, p->metrics.nonfinite_mismatch == 0,
+             p->metrics.nonfinite_mismatch == 0
+                 ? "no NaN/Inf where the reference has none"
+                 : fmt::format("{} NaN/Inf positions differ from the reference (first at flat index {})",
+                               p->metrics.nonfinite_mismatch, p->metrics.first_mismatch)};
+    nf.value = static_cast<double>(p->metrics.nonfinite_mismatch);
+    nf.limit = 0;
+    nf.margin_bits = nf.passed ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    out.push_back(nf);
+    Check mb{"min_bits." + b.name, p->metrics.bits >= patch_floor,
+             fmt::format("{:.1f} bits, minimum {:.0f} (the policy's min_bits of the patch's narrowest format)",
+                         p->metrics.bits, patch_floor)};
+    mb.value = p->metrics.bits;
+    mb.limit = patch_floor;
+    mb.margin_bits = patch_floor - p->metrics.bits;
+    out.push_back(mb);
     for (const std::string& m : pol.metrics) {
       double eb = metric(b.metrics, m), ep = metric(p->metrics, m);
       double en = n ? metric(n->metrics, m) : 0.0;
       double fl = floor_of(m, b.metrics, b.dtype, pol.floor_ulps);
       double limit = std::max(eb * (1 + pol.slack), pol.naive_factor * en) + fl;
-      out.push_back({fmt::format("precision.{}.{}", b.name, m), ep <= limit,
-                     fmt::format("patch {:.3g} vs limit {:.3g} = max(base {:.3g} x {:.2f}, {:.1f} x naive {}) + floor {:.2g}",
-                                 ep, limit, eb, 1 + pol.slack, pol.naive_factor, n ? fmt::format("{:.3g}", en) : "-", fl)});
+      Check k{fmt::format("precision.{}.{}", b.name, m), ep <= limit,
+              fmt::format("patch {:.3g} vs limit {:.3g} = max(base {:.3g} x {:.2f}, {:.1f} x naive {}) + floor {:.2g}",
+                          ep, limit, eb, 1 + pol.slack, pol.naive_factor, n ? fmt::format("{:.3g}", en) : "-", fl)};
+      k.value = ep;
+      k.limit = limit;
+      k.margin_bits = ep > 0 && limit > 0 ? std::log2(ep / limit) : (ep <= limit ? -std::numeric_limits<double>::infinity()
+                                                                                  : std::numeric_limits<double>::infinity());
+      out.push_back(k);
     }
     if (b.drift && p->drift) {
       int64_t positions = b.drift->buckets.empty() ? 0 : b.drift->buckets.back().end;
       if (positions >= pol.drift_min_positions) {
         double gb = b.drift->growth_exponent, gp = p->drift->growth_exponent;
-        out.push_back({"drift." + b.name, gp <= gb + pol.drift_margin,
-                       fmt::format("growth exponent {:.3f} vs base {:.3f} + margin {:.2f}", gp, gb, pol.drift_margin)});
+        Check k{"drift." + b.name, gp <= gb + pol.drift_margin,
+                fmt::format("growth exponent {:.3f} vs base {:.3f} + margin {:.2f}", gp, gb, pol.drift_margin)};
+        k.value = gp;
+        k.limit = gb + pol.drift_margin;
+        out.push_back(k);
       }
     }
   }
@@ -299,8 +317,19 @@ namespace {
 
 nlohmann::json row_json(const GateRow& g) {
   nlohmann::json checks = nlohmann::json::array();
-  for (const Check& c : g.checks)
-    checks.push_back({{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}, {"outcome", outcome_name(c.outcome)}});
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  for (const Check& c : g.checks) {
+    nlohmann::json k = {{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}, {"outcome", outcome_name(c.outcome)}};
+    // The numbers, where the check has them (null: not finite or not a number of this check).
+    if (!std::isnan(c.value) || !std::isnan(c.limit) || !std::isnan(c.margin_bits)) {
+      k["value"] = num(c.value);
+      k["limit"] = num(c.limit);
+      k["margin_bits"] = std::isnan(c.margin_bits) ? nlohmann::json(nullptr)
+                         : std::isinf(c.margin_bits) ? nlohmann::json(c.margin_bits > 0 ? "inf" : "-inf")
+                                                     : nlohmann::json(c.margin_bits);
+    }
+    checks.push_back(std::move(k));
+  }
   nlohmann::json row = {{"case", g.case_str}, {"verdict", verdict_name(g.verdict)}, {"checks", checks},
                         {"base", to_json(g.base)}, {"patch", to_json(g.patch)}, {"reproduce", g.reproduce},
                         {"reasons", g.reasons()}, {"seconds", g.seconds}};
@@ -385,9 +414,20 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
     g.base = record_from_json(r.at("base"));
     g.patch = record_from_json(r.at("patch"));
     if (r.contains("naive")) g.naive = record_from_json(r.at("naive"));
-    for (const auto& c : r.at("checks"))
-      g.checks.push_back({c.at("name"), c.at("passed"), c.at("detail"),
-                          outcome_from_name(c.value("outcome", std::string("judged")))});
+    for (const auto& c : r.at("checks")) {
+      Check k{c.at("name"), c.at("passed"), c.at("detail"), outcome_from_name(c.value("outcome", std::string("judged")))};
+      auto read = [&](const char* key) {
+        if (!c.contains(key) || c.at(key).is_null()) return std::numeric_limits<double>::quiet_NaN();
+        if (c.at(key).is_string())
+          return c.at(key).get<std::string>() == "inf" ? std::numeric_limits<double>::infinity()
+                                                       : -std::numeric_limits<double>::infinity();
+        return c.at(key).get<double>();
+      };
+      k.value = read("value");
+      k.limit = read("limit");
+      k.margin_bits = read("margin_bits");
+      g.checks.push_back(std::move(k));
+    }
     if (!r.at("speed").is_null()) {
       const auto& s = r.at("speed");
       SpeedRow sp;

@@ -18,6 +18,7 @@
 // whatever the other cases are.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,14 @@ struct Check {
   bool passed = false;
   std::string detail;   // the numbers behind the decision, and the reason when it fails
   CheckOutcome outcome = CheckOutcome::judged;
+  // The numbers of a precision check (NaN where a check has none): the patch's value and its limit
+  // (precision: error and limit; min_bits: bits and the minimum; drift: growth exponents), and how
+  // far past the limit the value is, in bits: log2(value / limit) for an error, minimum - bits for
+  // min_bits, +inf for a NaN/Inf mismatch or a missing output, NaN for drift (not in bits).
+  // Negative when the check passed. `driftgate mutants` calls a kill weak below 1 bit.
+  double value = std::numeric_limits<double>::quiet_NaN();
+  double limit = std::numeric_limits<double>::quiet_NaN();
+  double margin_bits = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Throughput of a case: the speedup of patch over base with its interval and verdict.

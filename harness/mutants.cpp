@@ -1,6 +1,7 @@
 #include "harness/mutants.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <iostream>
 
@@ -29,6 +30,18 @@ int KillMatrix::killed() const {
 int KillMatrix::equivalents() const { return static_cast<int>(rows.size()) - mutants(); }
 int KillMatrix::false_rejects() const { return static_cast<int>(rejected_equivalents().size()); }
 double KillMatrix::kill_rate() const { return mutants() ? static_cast<double>(killed()) / mutants() : 0.0; }
+double VariantRow::kill_margin_bits() const {
+  double m = -std::numeric_limits<double>::infinity();
+  for (const KillCell& c : cells)
+    if (c.verdict == Verdict::REJECT) m = std::max(m, c.margin_bits);
+  return m;
+}
+std::vector<std::string> KillMatrix::weak_kills() const {
+  std::vector<std::string> s;
+  for (const VariantRow& r : rows)
+    if (r.kind == "mutant" && r.rejected() && r.kill_margin_bits() < kWeakKillBits) s.push_back(r.candidate);
+  return s;
+}
 std::vector<std::string> KillMatrix::survivors() const {
   std::vector<std::string> s;
   for (const VariantRow& r : rows)
@@ -111,11 +124,17 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
       row.verdict = case_verdict(row, policy);
       KillCell cell;
       cell.verdict = row.verdict;
+      bool unmeasured = false;   // a failed check with no margin in bits (drift, a crashed patch)
       for (const Check& k : row.checks)
         if (!k.passed) {
           cell.fired.push_back(k.name);
           if (cell.detail.empty()) cell.detail = k.detail;
+          if (std::isnan(k.margin_bits)) unmeasured = true;
+          else cell.margin_bits = std::max(cell.margin_bits, k.margin_bits);
         }
+      // Only when no failed check is measured in bits is the kill's margin unknown (+inf: not weak).
+      if (unmeasured && cell.margin_bits == -std::numeric_limits<double>::infinity())
+        cell.margin_bits = std::numeric_limits<double>::infinity();
       m.rows[vi].cells.push_back(std::move(cell));
     }
   }
@@ -157,7 +176,11 @@ std::string kill_matrix_text(const KillMatrix& m) {
   for (const VariantRow& r : m.rows) {
     s += fmt::format("{:<34}", r.candidate);
     for (const KillCell& c : r.cells) s += fmt::format(" {:<14}", cell_tag(c));
-    if (r.kind == "mutant") s += r.cheapest_kill ? fmt::format("  c{}", *r.cheapest_kill) : "  SURVIVED";
+    if (r.kind == "mutant") {
+      s += r.cheapest_kill ? fmt::format("  c{}", *r.cheapest_kill) : "  SURVIVED";
+      if (r.rejected() && r.kill_margin_bits() < kWeakKillBits)
+        s += fmt::format(" (weak: {:.2f} bits past the limit at best)", r.kill_margin_bits());
+    }
     else s += r.rejected() ? "  FALSE REJECT" : "  (equivalent: merged everywhere)";
     s += "\n";
   }
@@ -170,10 +193,20 @@ std::string kill_matrix_text(const KillMatrix& m) {
   for (const auto& [c, why] : m.unjudged()) s += fmt::format("not judged: {}: {}\n", c, why);
   s += fmt::format("kill rate: {}/{} = {:.1f}%; survivors: {}\n", m.killed(), m.mutants(), 100 * m.kill_rate(),
                    list(m.survivors()));
+  s += fmt::format("weak kills (under {:.0f} bit past the limit on every killing case): {}\n", kWeakKillBits,
+                   list(m.weak_kills()));
   s += fmt::format("equivalent variants rejected (false rejects): {}/{}: {}\n", m.false_rejects(), m.equivalents(),
                    list(m.rejected_equivalents()));
   s += fmt::format("{:.1f} s\n", m.seconds);
   return s;
+}
+
+// A margin in bits as JSON: a number, "inf" (not measured in bits: a NaN/Inf, a crash, drift) or
+// null (no failed check).
+static nlohmann::json margin_json(double m) {
+  if (std::isfinite(m)) return m;
+  if (m > 0) return "inf";
+  return nullptr;
 }
 
 nlohmann::json kill_matrix_json(const KillMatrix& m) {
@@ -186,11 +219,13 @@ nlohmann::json kill_matrix_json(const KillMatrix& m) {
       cells.push_back({{"case", m.cases[ci]},
                        {"verdict", verdict_name(r.cells[ci].verdict)},
                        {"fired", r.cells[ci].fired},
-                       {"detail", r.cells[ci].detail}});
+                       {"detail", r.cells[ci].detail},
+                       {"margin_bits", margin_json(r.cells[ci].margin_bits)}});
     nlohmann::json v = {{"candidate", r.candidate}, {"kind", r.kind}, {"doc", r.doc}, {"cells", cells}};
     v[r.kind == "mutant" ? "killed" : "rejected"] = r.rejected();
     v["cheapest_kill"] = r.cheapest_kill ? nlohmann::json(m.cases[*r.cheapest_kill]) : nlohmann::json(nullptr);
     v["cheapest_kill_cost"] = r.cheapest_kill ? nlohmann::json(m.case_cost[*r.cheapest_kill]) : nlohmann::json(nullptr);
+    if (r.kind == "mutant") v["kill_margin_bits"] = r.rejected() ? margin_json(r.kill_margin_bits()) : nlohmann::json(nullptr);
     variants.push_back(std::move(v));
   }
   return {{"schema_version", 1},
@@ -214,6 +249,7 @@ nlohmann::json kill_matrix_json(const KillMatrix& m) {
             {"killed", m.killed()},
             {"kill_rate", m.kill_rate()},
             {"survivors", m.survivors()},
+            {"weak_kills", m.weak_kills()},
             {"equivalents", m.equivalents()},
             {"false_rejects", m.false_rejects()},
             {"rejected_equivalents", m.rejected_equivalents()}}}};

@@ -17,6 +17,7 @@
 // to tokens x value heads x K x V for KDA.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,10 +29,19 @@
 namespace dg {
 
 // One cell of the kill matrix: a variant judged on a case.
+// A kill is weak when on every case that rejects the mutant the rule that fired clearest is less
+// than this many bits past its limit (Check::margin_bits): a slightly better-behaved bug, or a
+// slightly noisier base, would survive.
+inline constexpr double kWeakKillBits = 1.0;
+
 struct KillCell {
   Verdict verdict = Verdict::MERGE;
   std::vector<std::string> fired;   // the failed checks ("precision.o.rms", "min_bits.ht", "patch", ...)
   std::string detail;               // the first failed check's numbers
+  // The largest margin_bits of the failed checks that have one (a NaN/Inf mismatch or a missing
+  // output: +inf); +inf when no failed check has one (only drift, a crash, a rule break); -inf when
+  // none failed.
+  double margin_bits = -std::numeric_limits<double>::infinity();
 };
 
 struct VariantRow {
@@ -40,6 +50,8 @@ struct VariantRow {
   bool rejected() const;              // some case REJECTs it
   // The case of least cost that rejects it (index into KillMatrix::cases); nullopt when none does.
   std::optional<size_t> cheapest_kill;
+  // The largest margin over the cases that reject it (-inf when none does); weak below kWeakKillBits.
+  double kill_margin_bits() const;
 };
 
 struct KillMatrix {
@@ -55,6 +67,7 @@ struct KillMatrix {
   int false_rejects() const;
   double kill_rate() const;           // killed / mutants (0 when there are none)
   std::vector<std::string> survivors() const;
+  std::vector<std::string> weak_kills() const;   // mutants killed by less than kWeakKillBits everywhere
   std::vector<std::string> rejected_equivalents() const;
   // Cases on which nothing could be judged (the base or naive candidate unsound: every cell "?"),
   // with the reason; their mutants count as not killed there.

@@ -1,5 +1,6 @@
 // The gate's rules on constructed records, and its renderers.
 #include "harness/gate.h"
+#include "harness/mutants.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -294,6 +295,78 @@ TEST(GateVerdict, ABrokenNaiveOrBaseCannotJudgeNeverRelaxes) {
   // A sound naive still widens the limit as before.
   naive = record("n", 4e-6, 4e-6, 0);
   EXPECT_TRUE(passed(precision_checks(base, record("p", 3e-6, 3e-6, 0), &naive, p), "precision.o.rms"));
+}
+
+// Every precision check carries its numbers: the value, the limit and how many bits past it.
+TEST(GateVerdict, ChecksCarryValueLimitAndMarginInBits) {
+  Policy p = default_policy();
+  std::vector<Check> cs = precision_checks(record("b", 1e-6, 1e-6, 0), record("p", 3e-6, 3e-6, 0), nullptr, p);
+  const auto find = [&](const std::string& name) {
+    auto it = std::find_if(cs.begin(), cs.end(), [&](const Check& c) { return c.name == name; });
+    if (it == cs.end()) throw std::runtime_error("no check " + name);
+    return *it;
+  };
+  const Check rms = find("precision.o.rms");
+  EXPECT_FALSE(rms.passed);
+  EXPECT_DOUBLE_EQ(rms.value, 3e-6);
+  EXPECT_GT(rms.limit, 1.5e-6);   // the base x 1.5, plus the floor
+  EXPECT_LT(rms.limit, 3e-6);
+  EXPECT_DOUBLE_EQ(rms.margin_bits, std::log2(rms.value / rms.limit));
+  EXPECT_GT(rms.margin_bits, 0.0);
+  EXPECT_LT(rms.margin_bits, 1.0);   // a weak kill: under one bit past the limit
+  const Check bits = find("min_bits.o");
+  EXPECT_TRUE(bits.passed);
+  EXPECT_DOUBLE_EQ(bits.margin_bits, 12.0 - (-std::log2(3e-6)));   // negative: 6.3 bits to spare
+  EXPECT_LT(bits.margin_bits, 0.0);
+  // verdict.json keeps them; a resumed gate reads them back.
+  GateRow g;
+  g.case_str = "kda(A)";
+  g.base = record("b", 1e-6, 1e-6, 0);
+  g.patch = record("p", 3e-6, 3e-6, 0);
+  g.checks = cs;
+  g.verdict = Verdict::REJECT;
+  GateReport r = report_of({g}, {"kda(A)"});
+  const nlohmann::json j = nlohmann::json::parse(gate_json(r));
+  bool seen = false;
+  for (const auto& c : j["rows"][0]["checks"])
+    if (c["name"] == "precision.o.rms") {
+      seen = true;
+      EXPECT_DOUBLE_EQ(c["value"].get<double>(), 3e-6);
+      EXPECT_DOUBLE_EQ(c["margin_bits"].get<double>(), rms.margin_bits);
+    }
+  EXPECT_TRUE(seen);
+  const std::vector<GateRow> back = gate_rows_from_json(gate_json(r));
+  ASSERT_EQ(back.size(), 1u);
+  for (const Check& c : back[0].checks) {
+    if (c.name == "precision.o.rms") {
+      EXPECT_DOUBLE_EQ(c.margin_bits, rms.margin_bits);
+    }
+  }
+}
+
+// driftgate mutants calls a kill weak when no killing case is a bit past its limit.
+TEST(KillMargins, AKillUnderOneBitEverywhereIsWeak) {
+  KillMatrix m;
+  m.cases = {"kda(A)", "kda(B)"};
+  m.case_cost = {1, 2};
+  auto cell = [](Verdict v, double margin) {
+    KillCell c;
+    c.verdict = v;
+    c.margin_bits = margin;
+    if (v == Verdict::REJECT) c.fired = {"precision.o.rms"};
+    return c;
+  };
+  m.rows.push_back({"weak", "mutant", "", {cell(Verdict::REJECT, 0.3), cell(Verdict::REJECT, 0.9)}, 0});
+  m.rows.push_back({"strong", "mutant", "", {cell(Verdict::REJECT, 0.3), cell(Verdict::REJECT, 2.5)}, 0});
+  m.rows.push_back({"nan_inf", "mutant", "", {cell(Verdict::MERGE, -1), cell(Verdict::REJECT, INFINITY)}, 1});
+  m.rows.push_back({"survivor", "mutant", "", {cell(Verdict::MERGE, -1), cell(Verdict::MERGE, -1)}, std::nullopt});
+  EXPECT_THAT(m.weak_kills(), ::testing::ElementsAre("weak"));
+  EXPECT_DOUBLE_EQ(m.rows[1].kill_margin_bits(), 2.5);
+  EXPECT_THAT(kill_matrix_text(m), HasSubstr("weak kills (under 1 bit past the limit on every killing case): weak"));
+  EXPECT_THAT(kill_matrix_text(m), HasSubstr("(weak: 0.90 bits past the limit at best)"));
+  const nlohmann::json j = kill_matrix_json(m);
+  EXPECT_EQ(j["summary"]["weak_kills"], nlohmann::json::array({"weak"}));
+  EXPECT_EQ(j["variants"][2]["kill_margin_bits"], "inf");
 }
 
 TEST(GateVerdict, NotSupportedFollowsThePolicy) {
