@@ -279,16 +279,21 @@ TensorMetrics compare(std::span<const double> reference, std::span<const double>
   m.ulp_max = a.ulp_max;
   m.ulp_mean = a.count > 0 ? a.ulp_sum.value() / static_cast<double>(a.count) : 0.0;
   m.ulp_p99 = p99;
-  // rms(r), each term scaled by the largest |r| (no overflow or underflow of the squares that matter),
-  // summed in index order over the compared elements.
+  // rms(r) from the norm sum already taken (scaled by an exact power of two when it was); a second
+  // pass, each term scaled by the largest |r|, only when that sum underflowed to 0 (a reference far
+  // below a huge candidate).
   if (a.count > 0 && a.ref_max_abs > 0 && std::isfinite(a.ref_max_abs)) {
-    double sum = 0;
-    for (size_t i = 0; i < reference.size(); ++i)
-      if (std::isfinite(reference[i]) && std::isfinite(candidate[i])) {
-        const double x = reference[i] / a.ref_max_abs;
-        sum += x * x;
-      }
-    const double rms = a.ref_max_abs * std::sqrt(sum / static_cast<double>(a.count));
+    const double s = needs_scaling(a.max_mag) ? scale_for(a.max_mag) : 1.0;
+    double rms = std::sqrt(rr / static_cast<double>(a.count)) / s;
+    if (!(rms > 0)) {
+      double sum = 0;
+      for (size_t i = 0; i < reference.size(); ++i)
+        if (std::isfinite(reference[i]) && std::isfinite(candidate[i])) {
+          const double x = reference[i] / a.ref_max_abs;
+          sum += x * x;
+        }
+      rms = a.ref_max_abs * std::sqrt(sum / static_cast<double>(a.count));
+    }
     const double u = rms > 0 ? ulp(format, rms) : 0.0;
     m.ulp_rms_max = u > 0 ? a.max_abs / u : 0.0;
   }

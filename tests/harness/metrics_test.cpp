@@ -62,6 +62,9 @@ TEST(Compare, UlpAtRmsIsScaleAware) {
   // Huge magnitudes do not overflow the sum of squares.
   const std::vector<double> big = {1e300, 1e300}, big_c = {1e300, std::nextafter(1e300, 2e300)};
   EXPECT_DOUBLE_EQ(compare(big, big_c, DType::f64).ulp_rms_max, 1.0);
+  // A reference far below a huge candidate (its squares underflow in the scaled sum) still has a scale.
+  const std::vector<double> tiny = {0x1p-600, 0x1p-600}, wild = {0x1p-600, 1.0};
+  EXPECT_GT(compare(tiny, wild, DType::f64).ulp_rms_max, 1e100);
 }
 
 TEST(Compare, MaxRelUsesTheFloor) {
