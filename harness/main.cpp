@@ -391,6 +391,11 @@ int run_main(int argc, char** argv) {
   mutants->add_option("--suite", ma.suite, "a named suite (driftgate list suites)");
   mutants->add_option("--case", ma.cases, "a case string (repeatable)");
   mutants->add_option("--json", ma.json, "write the kill matrix as versioned JSON here");
+  mutants->add_option("--seeds", ma.seeds, "judge every case at its seed and the N - 1 seeds after it (false rejects across seeds)")
+      ->capture_default_str();
+  mutants->add_option("--equivalent", ma.equivalents,
+                      "an honest candidate of the op judged as one more equivalent variant (repeatable): it must MERGE everywhere");
+  mutants->add_option("--only", ma.only, "run only the mutants or only the equivalent variants (mutants|equivalents)");
   mutants->add_option("--policy", ma.policy, "a policy TOML file (default: policies/default.toml, built in)");
   mutants->add_option("--ref-tier", ma.tier, "reference tier (default: the suite's, else dd)");
   mutants->add_option("--threads", ma.threads, "worker threads (default: all cores)");

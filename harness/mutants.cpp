@@ -77,6 +77,25 @@ std::vector<const Candidate*> variants_of(const std::string& op) {
   return v;
 }
 
+std::vector<Case> expand_seeds(const std::vector<Case>& cases, int seeds) {
+  std::vector<Case> out;
+  for (const Case& c : cases)
+    for (int k = 0; k < seeds; ++k) out.push_back(k == 0 ? c : c.with("seed", std::to_string(c.seed() + k)));
+  return out;
+}
+
+namespace {
+
+// {OUT: {rms, max_abs, bits}} of a record's outputs (empty for a run with none).
+nlohmann::json output_metrics_json(const Record& r) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const OutputResult& o : r.outputs)
+    j[o.name] = {{"rms", o.metrics.rms_ratio}, {"max_abs", o.metrics.max_abs}, {"bits", o.metrics.bits}};
+  return j;
+}
+
+}  // namespace
+
 KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, const Policy& policy,
                        const MutantOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -94,9 +113,26 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
     else m.skipped.push_back(c.str());
   }
   if (mine.empty()) throw InputError(fmt::format("mutants: no case of op {}, the base's op", op));
-  std::vector<const Candidate*> variants = variants_of(op);
-  if (variants.empty()) throw InputError(fmt::format("mutants: op {} has no built-in mutants yet", op));
-  for (const Candidate* v : variants) m.rows.push_back({v->name(), v->info().algorithm, v->info().doc, {}, {}});
+  std::vector<const Candidate*> variants;
+  for (const Candidate* v : variants_of(op))
+    if (opt.only.empty() || opt.only == v->info().algorithm + "s") variants.push_back(v);
+  if (opt.only != "mutants")
+    for (const Candidate* e : opt.equivalents) {
+      if (e->info().op != op)
+        throw InputError(fmt::format("mutants --equivalent {}: it is of op {}, the base's op is {}", e->name(),
+                                     e->info().op, op));
+      if (is_variant(e->info()) || is_canary(e->info()) || e == &base)
+        throw InputError(fmt::format("mutants --equivalent {}: give an honest candidate other than the base (built-in "
+                                     "equivalents always run)", e->name()));
+      if (std::find(variants.begin(), variants.end(), e) == variants.end()) variants.push_back(e);
+    }
+  if (variants.empty())
+    throw InputError(fmt::format("mutants: op {} has no {} to run", op, opt.only.empty() ? "variants" : opt.only));
+  for (const Candidate* v : variants) {
+    bool honest = !is_variant(v->info());
+    m.rows.push_back({v->name(), honest ? "equivalent" : v->info().algorithm,
+                      honest ? "an honest candidate given with --equivalent" : v->info().doc, {}, {}});
+  }
   const OpSpec* spec = find_op(op);
   for (size_t ci = 0; ci < mine.size(); ++ci) {
     const Case& c = *mine[ci];
@@ -115,6 +151,8 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
     VerifyOptions vo = gate_verify_options(opt.tier, policy, opt.isolate, opt.worker_args, opt.wall_seconds, opt.memory_bytes);
     std::vector<Record> recs = verify_case(c, cands, vo);
     const Record* naive_rec = naive == &base ? &recs[0] : first_variant == 2 ? &recs[1] : nullptr;
+    m.case_base.push_back(output_metrics_json(recs[0]));
+    m.case_naive.push_back(naive_rec && naive_rec != &recs[0] ? output_metrics_json(*naive_rec) : nlohmann::json(nullptr));
     for (size_t vi = 0; vi < variants.size(); ++vi) {
       GateRow row;
       row.case_str = c.str();
@@ -124,6 +162,7 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
       row.verdict = case_verdict(row, policy);
       KillCell cell;
       cell.verdict = row.verdict;
+      cell.metrics = output_metrics_json(row.patch);
       bool unmeasured = false;   // a failed check with no margin in bits (drift, a crashed patch)
       for (const Check& k : row.checks)
         if (!k.passed) {
@@ -161,27 +200,55 @@ std::string cell_tag(const KillCell& c) {
   return t;
 }
 
+// With several seeds a column is one case at every seed: "-" when each seed merged, else how many
+// seeds rejected ("3/20") and the first rule that fired on the first of them.
+std::string group_tag(const std::vector<KillCell>& cells, size_t first, int seeds) {
+  int rejected = 0;
+  const KillCell* shown = nullptr;
+  for (size_t k = first; k < first + static_cast<size_t>(seeds) && k < cells.size(); ++k)
+    if (cells[k].verdict != Verdict::MERGE) {
+      if (!shown) shown = &cells[k];
+      if (cells[k].verdict == Verdict::REJECT) ++rejected;
+    }
+  if (!shown) return "-";
+  if (rejected == 0) return cell_tag(*shown);
+  std::string t = cell_tag(*shown);
+  return fmt::format("{}/{} {}", rejected, seeds, t.substr(0, t.find('+')));
+}
+
 }  // namespace
 
 std::string kill_matrix_text(const KillMatrix& m) {
-  std::string s = fmt::format("kill matrix: {} variants of {} against base {} on {} cases{}\n", m.rows.size(),
-                              m.rows.empty() ? "?" : "the op", m.base, m.cases.size(),
-                              m.suite.empty() ? "" : " of suite " + m.suite);
-  for (size_t ci = 0; ci < m.cases.size(); ++ci)
-    s += fmt::format("  c{:<2} {} (cost {:.3g} flop)\n", ci, m.cases[ci], m.case_cost[ci]);
+  const size_t seeds = static_cast<size_t>(std::max(1, m.seeds));
+  const size_t columns = m.cases.size() / seeds;
+  std::string s = fmt::format("kill matrix: {} variants of {} against base {} on {} cases{}{}\n", m.rows.size(),
+                              m.rows.empty() ? "?" : "the op", m.base, columns,
+                              m.suite.empty() ? "" : " of suite " + m.suite,
+                              seeds > 1 ? fmt::format(", each at {} seeds", seeds) : "");
+  for (size_t ci = 0; ci < columns; ++ci)
+    s += fmt::format("  c{:<2} {} (cost {:.3g} flop){}\n", ci, m.cases[ci * seeds], m.case_cost[ci * seeds],
+                     seeds > 1 ? fmt::format(" and seeds +1..+{}", seeds - 1) : "");
   for (const std::string& c : m.skipped) s += fmt::format("  (not run: {} is of another op)\n", c);
   s += fmt::format("{:<34}", "variant");
-  for (size_t ci = 0; ci < m.cases.size(); ++ci) s += fmt::format(" {:<14}", fmt::format("c{}", ci));
+  for (size_t ci = 0; ci < columns; ++ci) s += fmt::format(" {:<14}", fmt::format("c{}", ci));
   s += "  cheapest kill\n";
   for (const VariantRow& r : m.rows) {
     s += fmt::format("{:<34}", r.candidate);
-    for (const KillCell& c : r.cells) s += fmt::format(" {:<14}", cell_tag(c));
+    for (size_t ci = 0; ci < columns; ++ci)
+      s += fmt::format(" {:<14}", seeds > 1 ? group_tag(r.cells, ci * seeds, static_cast<int>(seeds))
+                                            : cell_tag(r.cells[ci]));
     if (r.kind == "mutant") {
-      s += r.cheapest_kill ? fmt::format("  c{}", *r.cheapest_kill) : "  SURVIVED";
+      s += r.cheapest_kill ? fmt::format("  {}", seeds > 1 ? m.cases[*r.cheapest_kill] : fmt::format("c{}", *r.cheapest_kill))
+                           : "  SURVIVED";
       if (r.rejected() && r.kill_margin_bits() < kWeakKillBits)
         s += fmt::format(" (weak: {:.2f} bits past the limit at best)", r.kill_margin_bits());
     }
-    else s += r.rejected() ? "  FALSE REJECT" : "  (equivalent: merged everywhere)";
+    else if (r.rejected()) {
+      size_t bad = static_cast<size_t>(std::count_if(r.cells.begin(), r.cells.end(),
+                                                     [](const KillCell& c) { return c.verdict == Verdict::REJECT; }));
+      s += fmt::format("  FALSE REJECT ({} of {} runs)", bad, r.cells.size());
+    }
+    else s += "  (equivalent: merged everywhere)";
     s += "\n";
   }
   s += "cells: '-' survived (MERGE), '?' cannot judge (base or naive unsound), else the first rule that rejected it\n";
@@ -211,7 +278,11 @@ static nlohmann::json margin_json(double m) {
 
 nlohmann::json kill_matrix_json(const KillMatrix& m) {
   nlohmann::json cases = nlohmann::json::array();
-  for (size_t ci = 0; ci < m.cases.size(); ++ci) cases.push_back({{"case", m.cases[ci]}, {"cost", m.case_cost[ci]}});
+  for (size_t ci = 0; ci < m.cases.size(); ++ci)
+    cases.push_back({{"case", m.cases[ci]},
+                     {"cost", m.case_cost[ci]},
+                     {"base", ci < m.case_base.size() ? m.case_base[ci] : nlohmann::json(nullptr)},
+                     {"naive", ci < m.case_naive.size() ? m.case_naive[ci] : nlohmann::json(nullptr)}});
   nlohmann::json variants = nlohmann::json::array();
   for (const VariantRow& r : m.rows) {
     nlohmann::json cells = nlohmann::json::array();
@@ -220,9 +291,12 @@ nlohmann::json kill_matrix_json(const KillMatrix& m) {
                        {"verdict", verdict_name(r.cells[ci].verdict)},
                        {"fired", r.cells[ci].fired},
                        {"detail", r.cells[ci].detail},
-                       {"margin_bits", margin_json(r.cells[ci].margin_bits)}});
+                       {"margin_bits", margin_json(r.cells[ci].margin_bits)},
+                       {"metrics", r.cells[ci].metrics}});
     nlohmann::json v = {{"candidate", r.candidate}, {"kind", r.kind}, {"doc", r.doc}, {"cells", cells}};
     v[r.kind == "mutant" ? "killed" : "rejected"] = r.rejected();
+    v["rejected_cells"] = std::count_if(r.cells.begin(), r.cells.end(),
+                                        [](const KillCell& c) { return c.verdict == Verdict::REJECT; });
     v["cheapest_kill"] = r.cheapest_kill ? nlohmann::json(m.cases[*r.cheapest_kill]) : nlohmann::json(nullptr);
     v["cheapest_kill_cost"] = r.cheapest_kill ? nlohmann::json(m.case_cost[*r.cheapest_kill]) : nlohmann::json(nullptr);
     if (r.kind == "mutant") v["kill_margin_bits"] = r.rejected() ? margin_json(r.kill_margin_bits()) : nlohmann::json(nullptr);
@@ -236,6 +310,7 @@ nlohmann::json kill_matrix_json(const KillMatrix& m) {
           {"policy", m.policy_source},
           {"command", m.command},
           {"seconds", m.seconds},
+          {"seeds", m.seeds},
           {"cases", cases},
           {"skipped_cases", m.skipped},
           {"unjudged_cases", [&] {
@@ -269,7 +344,10 @@ int cmd_mutants(const MutantsArgs& a, const std::string& command_line) {
   check_option_range("mutants --timeout", a.timeout, 0, 86400, true);
   set_num_threads(a.threads);
   const Candidate& base = require_candidate(a.base);
-  std::vector<Case> cases = resolve_cases(a.suite, a.cases, "mutants");
+  check_option_range("mutants --seeds", a.seeds, 1, 1000);
+  if (!a.only.empty() && a.only != "mutants" && a.only != "equivalents")
+    throw InputError(fmt::format("mutants --only: '{}' is not one of mutants, equivalents", a.only));
+  std::vector<Case> cases = expand_seeds(resolve_cases(a.suite, a.cases, "mutants"), a.seeds);
   Policy policy = a.policy.empty() ? default_policy() : read_policy(a.policy);
   MutantOptions opt;
   opt.tier = resolve_tier(a.tier, a.suite);
@@ -278,12 +356,14 @@ int cmd_mutants(const MutantsArgs& a, const std::string& command_line) {
   opt.worker_args = a.worker_args;
   if (a.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(a.threads)});
   opt.progress = true;
+  opt.only = a.only;
+  for (const std::string& e : a.equivalents) opt.equivalents.push_back(&require_candidate(e));
   if (is_variant(base.info()) || is_canary(base.info()))
     throw InputError(fmt::format("mutants: the base {} is itself a {} candidate; give an honest base", base.name(),
                                  base.info().algorithm));
   if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.op() == base.info().op; }))
     throw InputError(fmt::format("mutants: no case of op {}, the base's op", base.info().op));
-  if (variants_of(base.info().op).empty())
+  if (variants_of(base.info().op).empty() && opt.equivalents.empty())
     throw InputError(fmt::format("mutants: op {} has no built-in mutants yet", base.info().op));
   check_cases_fit_memory(cases, "mutants");
   if (!a.json.empty()) {
@@ -292,6 +372,7 @@ int cmd_mutants(const MutantsArgs& a, const std::string& command_line) {
   }
   KillMatrix m = run_mutants(base, cases, policy, opt);
   m.suite = a.suite;
+  m.seeds = a.seeds;
   std::cout << kill_matrix_text(m);
   if (!a.json.empty()) {
     write_file_atomic(a.json, kill_matrix_json(m).dump(2) + "\n");

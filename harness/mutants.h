@@ -42,6 +42,9 @@ struct KillCell {
   // output: +inf); +inf when no failed check has one (only drift, a crash, a rule break); -inf when
   // none failed.
   double margin_bits = -std::numeric_limits<double>::infinity();
+  // Per output of the variant ("o", "ht"): rms_ratio, max_abs and bits, so that other limits can be
+  // evaluated from the JSON without running again.
+  nlohmann::json metrics = nlohmann::json::object();
 };
 
 struct VariantRow {
@@ -58,6 +61,12 @@ struct KillMatrix {
   std::string base, suite, policy_source, command;
   std::vector<std::string> cases;
   std::vector<double> case_cost;      // OpSpec::flops of each case
+  // The base's and the naive candidate's metrics per case (as KillCell::metrics; naive null when the
+  // policy names none or it is the base).
+  std::vector<nlohmann::json> case_base, case_naive;
+  // --seeds N: every case given was run at its seed and the N - 1 seeds after it; `cases` holds
+  // them all, case-major (case 0 at seeds s..s+N-1, then case 1, ...), and the table groups them.
+  int seeds = 1;
   std::vector<std::string> skipped;   // cases of another op than the base's (not run)
   std::vector<VariantRow> rows;       // mutants first, then equivalent variants, each by name
   double seconds = 0;
@@ -83,6 +92,10 @@ struct MutantOptions {
   std::vector<std::string> worker_args;     // --threads N, --plugin, --exec
   bool progress = false;                    // a line per case on stderr
   bool isolate = true;                      // false: candidates run in this process (tests)
+  // Honest candidates judged as equivalent variants besides the built-in ones (--equivalent): a
+  // rewrite of the op (another algorithm, a plugin) that must MERGE on every case and seed.
+  std::vector<const Candidate*> equivalents;
+  std::string only;                         // "", "mutants" or "equivalents": run only those variants
 };
 
 // The mutants and equivalent variants of an op, by kind then name.
@@ -90,15 +103,17 @@ std::vector<const Candidate*> variants_of(const std::string& op);
 
 // Judges every variant of base's op on every case of base's op (other cases are listed in
 // KillMatrix::skipped). InputError when base is itself a variant or canary, when no case is of its
-// op or when the op has no variant.
+// op or when there is no variant to run.
 KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, const Policy& policy,
                        const MutantOptions& opt);
 
 // Renderers, from the matrix alone: the table a person reads and versioned JSON.
 //   JSON: {schema_version, kind: "driftgate.mutants", base, suite, policy, command, seconds,
-//          cases: [{case, cost}], skipped_cases, unjudged_cases: [{case, reason}],
+//          skipped_cases, unjudged_cases: [{case, reason}],
+//          seeds, cases: [{case, cost, base: {OUT: {rms, max_abs, bits}}, naive: {...}|null}],
 //          variants: [{candidate, kind, doc, killed|rejected, cheapest_kill, cheapest_kill_cost,
-//                      cells: [{case, verdict, fired, detail}]}],
+//                      rejected_cells, cells: [{case, verdict, fired, detail, margin_bits,
+//                                               metrics: {OUT: {rms, max_abs, bits}}}]}],
 //          summary: {mutants, killed, kill_rate, survivors, equivalents, false_rejects,
 //                    rejected_equivalents}}
 std::string kill_matrix_text(const KillMatrix& m);
@@ -116,8 +131,14 @@ struct MutantsArgs {
   std::vector<std::string> cases;
   int threads = 0;
   double timeout = 600;
+  int seeds = 1;                          // every case at its seed and the seeds - 1 after it
+  std::vector<std::string> equivalents;   // more honest candidates judged as equivalent variants
+  std::string only;                       // "mutants" or "equivalents"
   std::vector<std::string> worker_args;   // --plugin/--exec forwarded to the workers
 };
+
+// The cases at their own seed and the `seeds` - 1 seeds after it, case-major.
+std::vector<Case> expand_seeds(const std::vector<Case>& cases, int seeds);
 int cmd_mutants(const MutantsArgs& a, const std::string& command_line);
 
 }  // namespace dg

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/digest.h"
 #include "harness/registry.h"
 #include "harness/json_limits.h"
 #include "harness/safetensors.h"
@@ -294,42 +295,109 @@ std::string worker_temp_root(int64_t bytes) {
   return "/tmp";
 }
 
-WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str) {
+namespace {
+
+// Whether the kernel refused memfd sealing as such (not a failure of this machine's resources).
+bool sealing_unsupported(int e) { return e == ENOSYS || e == EINVAL || e == EPERM || e == EACCES; }
+
+}  // namespace
+
+WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str) : case_str_(case_str) {
+  const char* force = std::getenv("DRIFTGATE_NO_MEMFD");
+  if (force && *force && std::string(force) != "0") {
+    sealed_ = false;
+    inputs_ = inputs;
+    write_copy();
+    return;
+  }
   // Written to a private file first (write_safetensors takes a path), copied into the memfd, sealed.
   const std::string dir = temp_dir_for("", 2 * tensor_bytes(inputs));
   const std::string path = dir + "/in.safetensors";
+  int refused = 0;   // errno of a memfd_create or F_ADD_SEALS the kernel refused: use the fallback
   try {
     write_safetensors(path, inputs, {{"case", case_str}});
     fd_ = ::memfd_create("driftgate-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd_ < 0) fail_errno("memfd_create", errno);
-    const int src = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (src < 0) fail_errno("open " + path, errno);
-    struct stat st {};
-    ::fstat(src, &st);
-    bytes_ = st.st_size;
-    off_t off = 0;
-    while (off < st.st_size) {
-      const ssize_t n = ::sendfile(fd_, src, &off, static_cast<size_t>(st.st_size - off));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int e = n < 0 ? errno : EIO;
-        ::close(src);
-        fail_errno("copying the inputs into a memfd", e);
+    if (fd_ < 0 && !sealing_unsupported(errno)) fail_errno("memfd_create", errno);
+    if (fd_ < 0) refused = errno;
+    if (!refused) {
+      const int src = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (src < 0) fail_errno("open " + path, errno);
+      struct stat st {};
+      ::fstat(src, &st);
+      bytes_ = st.st_size;
+      off_t off = 0;
+      while (off < st.st_size) {
+        const ssize_t n = ::sendfile(fd_, src, &off, static_cast<size_t>(st.st_size - off));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          const int e = n < 0 ? errno : EIO;
+          ::close(src);
+          fail_errno("copying the inputs into a memfd", e);
+        }
+      }
+      ::close(src);
+      if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        if (!sealing_unsupported(errno)) fail_errno("sealing the inputs", errno);
+        refused = errno;
+        ::close(fd_);
+        fd_ = -1;
       }
     }
-    ::close(src);
-    if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-      fail_errno("sealing the inputs", errno);
   } catch (...) {
     if (fd_ >= 0) ::close(fd_);
     remove_temp_dir(dir);
     throw;
   }
   remove_temp_dir(dir);
+  if (refused) {
+    sealed_ = false;
+    inputs_ = inputs;
+    write_copy();
+  }
+}
+
+void WorkerInputs::write_copy() const {
+  const std::string dir = temp_dir_for("", 2 * tensor_bytes(inputs_));
+  const std::string path = dir + "/in.safetensors";
+  int fd = -1;
+  try {
+    write_safetensors(path, inputs_, {{"case", case_str_}});
+    if (::chmod(path.c_str(), 0400) != 0) fail_errno("chmod " + path, errno);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail_errno("open " + path, errno);
+    struct stat st {};
+    ::fstat(fd, &st);
+    const std::string digest = file_sha256(fmt::format("/proc/self/fd/{}", fd));
+    if (digest.empty()) throw std::runtime_error("cannot read back the private copy of the inputs " + path);
+    if (fd_ >= 0) ::close(fd_);
+    if (!dir_.empty()) remove_temp_dir(dir_);
+    fd_ = fd;
+    bytes_ = st.st_size;
+    dir_ = dir;
+    digest_ = digest;
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    remove_temp_dir(dir);
+    throw;
+  }
+}
+
+std::string WorkerInputs::check_unchanged() const {
+  if (sealed_) return "";
+  struct stat st {};
+  const std::string now = ::fstat(fd_, &st) == 0 ? file_sha256(fmt::format("/proc/self/fd/{}", fd_)) : "";
+  if (now == digest_ && st.st_size == bytes_) return "";
+  const std::string what = fmt::format(
+      "the case's inputs file changed during the run ({} bytes, SHA-256 {} -> {} bytes, {}; no sealed memfd on this "
+      "machine, so a private copy is checked after every run); a fresh copy was written for the next candidate",
+      bytes_, digest_.substr(0, 16), static_cast<int64_t>(st.st_size), now.empty() ? "unreadable" : now.substr(0, 16));
+  write_copy();
+  return what;
 }
 
 WorkerInputs::~WorkerInputs() {
   if (fd_ >= 0) ::close(fd_);
+  if (!dir_.empty()) remove_temp_dir(dir_);
 }
 
 std::string check_outputs(const TensorMap& outputs, const std::string& case_str, const std::string& candidate) {
@@ -385,7 +453,20 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerChannels ch;
   ch.fds = {inputs.fd()};
   run_and_classify(argv, dir.path, lim, cpu_limit, ch, r);
+  // Without a sealed memfd, the private copy is checked once the worker (and all it started) is gone.
+  const std::string changed = inputs.check_unchanged();
+  if (!inputs.sealed())
+    r.confinement += std::string(r.confinement.empty() ? "" : ", ") + "inputs: a private copy checked by SHA-256 (no sealed memfd)";
   if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path, 2 * inputs.bytes() + (int64_t{1} << 20));
+  if (!changed.empty()) {
+    if (r.status == WorkerStatus::ok) {
+      r.checks.input_mutation = {CheckState::violated, changed};
+      r.outputs.clear();
+    } else {
+      r.message += "; " + changed;
+    }
+    return r;
+  }
   if (r.status == WorkerStatus::ok && r.checks.outputs.state != CheckState::violated) {
     const std::string problem = check_outputs(r.outputs, req.case_str, req.candidate);
     if (problem.empty()) {

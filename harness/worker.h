@@ -8,7 +8,8 @@
 // into a sealed memfd (WorkerInputs: memfd_create + F_SEAL_WRITE|SHRINK|GROW|SEAL; a request
 // without one gets its own). Every worker receives that descriptor as fd 3 (`--in-fd 3`, read
 // through /proc/self/fd/3): nobody, the candidate included, can change what any worker of the case
-// reads, so the order in which candidates run cannot matter. Each worker gets a private temp dir
+// reads, so the order in which candidates run cannot matter (where the kernel cannot seal a memfd:
+// a private copy checked by digest after every run, see WorkerInputs). Each worker gets a private temp dir
 // (make_temp_dir under worker_temp_root: $TMPDIR, /dev/shm or /tmp; "driftgate-worker-XXXXXX") for
 // its outputs and report, and runs in the sandbox (harness/sandbox.h: its own PID and network
 // namespaces under an init of ours, Landlock confining its writes to that dir, stdout and stderr
@@ -139,18 +140,36 @@ void exit_with_parent();
 
 // A case's inputs written once for the workers of all its candidates (req.shared_inputs): a sealed
 // memfd (see above), closed with this object. Throws std::runtime_error when it cannot be made.
+//
+// Fallback, where the kernel cannot make or seal a memfd (memfd_create or F_ADD_SEALS refused: old
+// kernels, seccomp profiles of some containers; DRIFTGATE_NO_MEMFD=1 forces it): a private copy,
+// mode 0400 in a 0700 directory of driftgate's, passed read-only. Landlock already keeps a
+// confined worker from writing it; where nothing confines the worker (or it runs as root, which
+// file modes do not stop), the SHA-256 of the copy is checked after every worker run
+// (check_unchanged): a run after which it differs violates the rule input_mutation, and the copy is
+// written again from the case's tensors before the next worker reads it, so a candidate that
+// rewrites it is caught and the others still read the case's inputs.
 class WorkerInputs {
  public:
   WorkerInputs(const TensorMap& inputs, const std::string& case_str);
   ~WorkerInputs();
   WorkerInputs(const WorkerInputs&) = delete;
   WorkerInputs& operator=(const WorkerInputs&) = delete;
-  int fd() const { return fd_; }          // read-only, sealed
+  int fd() const { return fd_; }          // read-only (sealed, or the checked private copy)
   int64_t bytes() const { return bytes_; }
+  bool sealed() const { return sealed_; }
+  // Sealed: "". Private copy: "" when it still holds what was written; else what changed, after
+  // writing a fresh copy (fd() then names the new one). Throws std::runtime_error when it cannot.
+  std::string check_unchanged() const;
 
  private:
-  int fd_ = -1;
-  int64_t bytes_ = 0;
+  void write_copy() const;   // the fallback: a fresh private copy and its digest
+  mutable int fd_ = -1;
+  mutable int64_t bytes_ = 0;
+  bool sealed_ = true;
+  TensorMap inputs_;         // fallback only: to write the copy again (shared storage)
+  std::string case_str_;
+  mutable std::string dir_, digest_;
 };
 
 // The problem with a worker's outputs against what the op and candidate declare (see above): ""

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/safetensors.h"
 #include "harness/sandbox.h"
 #include "harness/verify.h"
 #include "harness/worker.h"
@@ -186,6 +188,57 @@ TEST(SealedInputs, TheGateRejectsAWorsePatchThatRewritesTheInputs) {
                                                 kCase + "'");
   EXPECT_EQ(e.rc, 1) << e.out << e.err;
   EXPECT_THAT(e.out, HasSubstr("REJECT"));
+}
+
+// Where the kernel cannot seal a memfd (forced here with DRIFTGATE_NO_MEMFD), the inputs are a
+// private read-only copy whose digest is checked after every run.
+TEST(SealedInputs, WithoutMemfdTheCopyIsCheckedAndAnEditIsNamed) {
+  EnvVar no_memfd("DRIFTGATE_NO_MEMFD", "1");
+  WorkerInputs in(generate_inputs(parse_case(kCase)), kCase);
+  EXPECT_FALSE(in.sealed());
+  EXPECT_EQ(in.check_unchanged(), "");
+  // What an unconfined worker running as root could do: write through its descriptor's path.
+  const std::string path = "/proc/self/fd/" + std::to_string(in.fd());
+  ::chmod(path.c_str(), 0600);
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "xxxx", 4, in.bytes() - 4), 4);
+  ::close(fd);
+  const std::string what = in.check_unchanged();
+  EXPECT_THAT(what, HasSubstr("inputs file changed during the run"));
+  EXPECT_THAT(what, HasSubstr("a fresh copy was written"));
+  EXPECT_EQ(in.check_unchanged(), "");   // the fresh copy holds the case's inputs again
+  const TensorMap back = read_safetensors("/proc/self/fd/" + std::to_string(in.fd())).tensors;
+  const TensorMap want = generate_inputs(parse_case(kCase));
+  ASSERT_EQ(back.size(), want.size());
+  for (const auto& [name, t] : want) EXPECT_EQ(std::memcmp(back.at(name).bytes(), t.bytes(), t.nbytes()), 0) << name;
+}
+
+// With neither a sealed memfd nor Landlock, a rewriting cheat is caught by the digest (rule
+// input_mutation), and the honest candidates after it still read the case's inputs.
+TEST(SealedInputs, WithoutMemfdOrLandlockARewriterIsInvalidAndHarmsNobody) {
+  EnvVar no_memfd("DRIFTGATE_NO_MEMFD", "1");
+  EnvVar off("DRIFTGATE_SANDBOX_DISABLE", "landlock");
+  const std::string json = ::testing::TempDir() + "/dg_sandbox_nomemfd.json";
+  testing::CliResult r = testing::run_driftgate(
+      "verify --candidate kda_cheat_rewrite_inputs,kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 --json " + json +
+      " --case '" + kCase + "'");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j.at("records").size(), 3u);
+  const auto& cheat = j.at("records")[0];
+  EXPECT_EQ(cheat.at("candidate"), "kda_cheat_rewrite_inputs");
+  if (cheat.at("disposition") == "INVALID") {
+    EXPECT_THAT(cheat.at("reason").get<std::string>(), HasSubstr("inputs file changed during the run"));
+  } else {
+    // Only where the write itself was refused (no root, no write permission): then nothing changed.
+    EXPECT_THAT(r.err + r.out, Not(HasSubstr("WRITTEN")));
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(j.at("records")[i].at("disposition"), "PASSED") << j.at("records")[i].dump();
+    EXPECT_THAT(j.at("records")[i].at("confinement").get<std::string>(), HasSubstr("private copy checked by SHA-256"));
+  }
+  std::filesystem::remove(json);
 }
 
 // --- forged outputs ---------------------------------------------------------------------------------
