@@ -258,8 +258,10 @@ std::string kill_matrix_text(const KillMatrix& m) {
     return t.empty() ? std::string("none") : t;
   };
   for (const auto& [c, why] : m.unjudged()) s += fmt::format("not judged: {}: {}\n", c, why);
-  s += fmt::format("kill rate: {}/{} = {:.1f}%; survivors: {}\n", m.killed(), m.mutants(), 100 * m.kill_rate(),
-                   list(m.survivors()));
+  if (m.mutants() == 0) s += "kill rate: no mutants run\n";
+  else
+    s += fmt::format("kill rate: {}/{} = {:.1f}%; survivors: {}\n", m.killed(), m.mutants(), 100 * m.kill_rate(),
+                     list(m.survivors()));
   s += fmt::format("weak kills (under {:.0f} bit past the limit on every killing case): {}\n", kWeakKillBits,
                    list(m.weak_kills()));
   s += fmt::format("equivalent variants rejected (false rejects): {}/{}: {}\n", m.false_rejects(), m.equivalents(),

@@ -45,6 +45,15 @@ TEST(MutantsCli, BadInputExits2BeforeAnyWork) {
            {"mutants --base kda_cheat_alias --case " + kSmall + " --json " + json, "give an honest base"},
            {"mutants " + kBase + " --case " + kSmall + " --threads -1 --json " + json, "--threads"},
            {"mutants " + kBase + " --case " + kSmall + " --timeout 0 --json " + json, "--timeout"},
+           {"mutants " + kBase + " --case " + kSmall + " --seeds 0 --json " + json, "--seeds"},
+           {"mutants " + kBase + " --case " + kSmall + " --only some --json " + json, "not one of mutants, equivalents"},
+           {"mutants " + kBase + " --case " + kSmall + " --equivalent no_such_kernel --json " + json, "no_such_kernel"},
+           {"mutants " + kBase + " --case " + kSmall + " --equivalent causal_conv1d_cpu_direct_f32 --json " + json,
+            "is of op causal_conv1d"},
+           {"mutants " + kBase + " --case " + kSmall + " --equivalent kda_mutant_state_bf16 --json " + json,
+            "give an honest candidate other than the base"},
+           {"mutants " + kBase + " --case " + kSmall + " --equivalent kda_cpu_recurrent_f32 --json " + json,
+            "give an honest candidate other than the base"},
        }) {
     testing::CliResult r = run_driftgate(b.args);
     EXPECT_EQ(r.rc, 2) << b.args << "\n" << r.err;
@@ -108,6 +117,42 @@ TEST(MutantsCli, KillMatrixJsonHasTheDocumentedFields) {
   EXPECT_EQ(s.at("survivors").size(), static_cast<size_t>(mutants - killed));
   EXPECT_GT(killed, 0);
   EXPECT_LT(killed, mutants);
+  fs::remove(json);
+}
+
+// --seeds runs every case at its seed and the ones after it (one column per case in the table, one
+// cell per seed in the JSON); --equivalent judges an honest candidate as one more equivalent and
+// --only equivalents leaves the mutants out; every cell carries the variant's metrics and every case
+// the base's and naive's, so that other limits can be evaluated from the file.
+TEST(MutantsCli, SeedsAndOutsideEquivalents) {
+  const std::string json = tmp("seeds.json");
+  fs::remove(json);
+  testing::CliResult r = run_driftgate("mutants " + kBase + " --case " + kSmall +
+                                       " --seeds 3 --only equivalents --equivalent kda_cpu_chunk_f32 --threads 1 --json " + json);
+  EXPECT_THAT(r.out, HasSubstr("each at 3 seeds"));
+  EXPECT_THAT(r.out, HasSubstr("kda_cpu_chunk_f32"));
+  EXPECT_THAT(r.out, HasSubstr("kill rate: no mutants run"));
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("seeds"), 3);
+  ASSERT_EQ(j.at("cases").size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_THAT(j["cases"][k].at("case").get<std::string>(), HasSubstr("seed=" + std::to_string(k) + ")"));
+    EXPECT_GT(j["cases"][k].at("base").at("o").at("rms").get<double>(), 0);
+    EXPECT_GT(j["cases"][k].at("naive").at("o").at("max_abs").get<double>(), 0);
+  }
+  bool chunk = false;
+  int rejected = 0;
+  for (const auto& v : j.at("variants")) {
+    EXPECT_EQ(v.at("kind"), "equivalent") << v.at("candidate");
+    chunk |= v.at("candidate") == "kda_cpu_chunk_f32";
+    ASSERT_EQ(v.at("cells").size(), 3u);
+    for (const auto& c : v.at("cells")) EXPECT_GT(c.at("metrics").at("ht").at("bits").get<double>(), 15);
+    rejected += v.at("rejected_cells").get<int>();
+  }
+  EXPECT_TRUE(chunk);
+  EXPECT_EQ(j.at("summary").at("mutants"), 0);
+  EXPECT_EQ(j.at("summary").at("false_rejects").get<int>() > 0, rejected > 0);
+  EXPECT_EQ(r.rc, rejected > 0 ? 1 : 0) << r.out << r.err;
   fs::remove(json);
 }
 
