@@ -97,6 +97,31 @@ std::vector<Suite> build() {
                    "kda_decode_fused(T=256,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
                }});
 
+  // kda-decode-gate: the merge gate of the decode step (`gate --base kda_decode_cpu_f32 --suite
+  // kda-decode-gate`): several sequences on reversed pool slots (a slot mistake shows), GVA with two
+  // key heads, the l2norm epsilon's regime, a non-symmetric carried state in a V-first pool (a
+  // transposed pool shows), a long decode past 1024 steps (the drift rule applies), the lower-bound
+  // gate and odd dims, then every other value of the op once (list suites --coverage: none missing);
+  // seconds on 2 cores. It kills every kda_decode mutant (datasets/kill_rates.json).
+  v.push_back({"kda-decode-gate", "the KDA decode-step merge gate: pool slots, GVA, eps, V-first carried state, 2K steps, every value (seconds)", {
+                   "kda_decode(T=256,B=4,H=2,HV=4,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=2,K=64,V=64,regime=tiny_norm,dtype=bf16,seed=0)",
+                   "kda_decode(T=256,B=3,H=1,K=64,V=64,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)",
+                   "kda_decode(T=2048,B=2,H=1,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)",
+                   "kda_decode(T=256,B=2,H=2,K=128,V=128,regime=glm_safe_gate,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=60,V=100,regime=odd_dims,dtype=f32,seed=0)",
+                   // every other value of the op, on small cases: GVA 4 at B = 1 with a given scale and
+                   // the gate without A_log in f16; negative eigenvalues in f64; no l2norm; the
+                   // remaining regimes.
+                   "kda_decode(T=64,H=2,HV=8,K=32,V=32,a_log=0,scale=0.1,regime=glm_safe_gate,dtype=f16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=64,V=64,regime=neg_eigval,dtype=f64,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=64,V=64,regime=unnormalized_keys,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=strong_decay,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=zero_gate,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=forget_mix,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=collinear_keys,dtype=bf16,seed=0)",
+               }});
+
   // kda-decode-gpu: the production decode shape (H=32 heads of K = V = 128, V-first state pools) at
   // B = 1, 8, 64 and 256 sequences, 8 steps each, plain and fused, and the plain step on K-first
   // pools at B=64; what scripts/gpu-check.sh gates and benches (state read + write: 4 MiB per

@@ -59,7 +59,7 @@ namespace {
 // Every policy value that can change a verdict, for the resume key (a policy file's path can stay
 // while its contents change).
 nlohmann::json policy_json(const Policy& p) {
-  return {{"slack", p.slack}, {"naive_factor", p.naive_factor}, {"floor_ulps", p.floor_ulps}, {"metrics", p.metrics},
+  return {{"slack", p.slack}, {"naive_factor", p.naive_factor}, {"floor_ulps", p.floor_ulps}, {"tail_factor", p.tail_factor}, {"metrics", p.metrics},
           {"drift_margin", p.drift_margin}, {"drift_min_positions", p.drift_min_positions}, {"min_bits", p.min_bits},
           {"naive", p.naive}, {"confidence", p.confidence}, {"min_effect", p.min_effect}, {"max_time_s", p.max_time_s},
           {"target_halfwidth", p.target_halfwidth}, {"claim_tolerance", p.claim_tolerance},

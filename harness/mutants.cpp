@@ -86,11 +86,12 @@ std::vector<Case> expand_seeds(const std::vector<Case>& cases, int seeds) {
 
 namespace {
 
-// {OUT: {rms, max_abs, bits}} of a record's outputs (empty for a run with none).
+// {OUT: {rms, max_abs, bits, ref_max_abs}} of a record's outputs (empty for a run with none).
 nlohmann::json output_metrics_json(const Record& r) {
   nlohmann::json j = nlohmann::json::object();
   for (const OutputResult& o : r.outputs)
-    j[o.name] = {{"rms", o.metrics.rms_ratio}, {"max_abs", o.metrics.max_abs}, {"bits", o.metrics.bits}};
+    j[o.name] = {{"rms", o.metrics.rms_ratio}, {"max_abs", o.metrics.max_abs}, {"bits", o.metrics.bits},
+                 {"ref_max_abs", o.metrics.ref_max_abs}};
   return j;
 }
 
@@ -229,14 +230,15 @@ std::string kill_matrix_text(const KillMatrix& m) {
     s += fmt::format("  c{:<2} {} (cost {:.3g} flop){}\n", ci, m.cases[ci * seeds], m.case_cost[ci * seeds],
                      seeds > 1 ? fmt::format(" and seeds +1..+{}", seeds - 1) : "");
   for (const std::string& c : m.skipped) s += fmt::format("  (not run: {} is of another op)\n", c);
+  const size_t width = seeds > 1 ? 18 : 14;
   s += fmt::format("{:<34}", "variant");
-  for (size_t ci = 0; ci < columns; ++ci) s += fmt::format(" {:<14}", fmt::format("c{}", ci));
+  for (size_t ci = 0; ci < columns; ++ci) s += fmt::format(" {:<{}}", fmt::format("c{}", ci), width);
   s += "  cheapest kill\n";
   for (const VariantRow& r : m.rows) {
     s += fmt::format("{:<34}", r.candidate);
     for (size_t ci = 0; ci < columns; ++ci)
-      s += fmt::format(" {:<14}", seeds > 1 ? group_tag(r.cells, ci * seeds, static_cast<int>(seeds))
-                                            : cell_tag(r.cells[ci]));
+      s += fmt::format(" {:<{}}", seeds > 1 ? group_tag(r.cells, ci * seeds, static_cast<int>(seeds)) : cell_tag(r.cells[ci]),
+                       width);
     if (r.kind == "mutant") {
       s += r.cheapest_kill ? fmt::format("  {}", seeds > 1 ? m.cases[*r.cheapest_kill] : fmt::format("c{}", *r.cheapest_kill))
                            : "  SURVIVED";

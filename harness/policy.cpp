@@ -46,6 +46,7 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
         if (name == "slack") p.slack = positive(pn, source, full);
         else if (name == "naive_factor") p.naive_factor = positive(pn, source, full);
         else if (name == "floor_ulps") p.floor_ulps = positive(pn, source, full);
+        else if (name == "tail_factor") p.tail_factor = positive(pn, source, full);
         else if (name == "drift_margin") p.drift_margin = positive(pn, source, full);
         else if (name == "drift_min_positions") {
           // Asked before any conversion: toml++'s float-to-integer conversion casts before it
@@ -124,6 +125,7 @@ const std::vector<PolicyBound>& policy_bounds() {
       {"precision.slack", 0, 2, &Policy::slack},
       {"precision.naive_factor", 0, 4, &Policy::naive_factor},
       {"precision.floor_ulps", 0, 16, &Policy::floor_ulps},
+      {"precision.tail_factor", 1, 4, &Policy::tail_factor},
       {"precision.drift_margin", 0, 1, &Policy::drift_margin},
       {"throughput.confidence", 0.8, 0.9999, &Policy::confidence},
       {"throughput.min_effect", 0, 0.5, &Policy::min_effect},

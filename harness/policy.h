@@ -15,6 +15,7 @@ struct Policy {
   double slack = 0.5;
   double naive_factor = 2.0;
   double floor_ulps = 1.0;
+  double tail_factor = 2.0;   // max_abs: its limit is this times the rms rule's (policies/default.toml)
   std::vector<std::string> metrics = {"rms", "max_abs"};
   double drift_margin = 0.15;
   int64_t drift_min_positions = 1024;

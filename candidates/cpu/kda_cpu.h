@@ -36,6 +36,8 @@ namespace dg {
 void kda_cpu_recurrent_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 // The policy's naive f32 KDA (kda_naive.cpp): the reference's generic loops run in float.
 void kda_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
+// Its decode step ([naive] "kda_decode.f32"): the same loops for one token against the state pool.
+void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_cpu_chunk_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_cpu_chunk_bf16(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_decode_cpu_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);

@@ -6,10 +6,15 @@
 // implementation's error" (FlashAttention's rule) then measures what plain f32 achieves, not the
 // base against itself.
 //
+// kda_decode_cpu_naive_f32 (below) is the same template for one decode step against the pool.
+//
 // Inputs wider than f32 (a dtype=f64 case) are rounded to f32 first, as every f32 candidate reads
 // them; the outputs are f32 values (exact in the result's doubles), stored in the output tensors.
+#include <algorithm>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
@@ -29,6 +34,58 @@ void kda_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out) 
   out.at("o").write(0, std::span<const double>(r.o));
   out.at("ht").write(0, std::span<const double>(r.ht));
 }
+
+// kda_decode_cpu_naive_f32: the naive f32 decode step of the policy ([naive] "kda_decode.f32"): per
+// call, every sequence's state is read from its pool slot as an initial state, the same generic
+// template in float runs its one token, and the final state is written back to the slot (f32, so
+// exactly). Padding slots (negative) give o = 0 and touch no state. It shares no code with
+// kda_decode_cpu_f32 (which runs the optimized recurrent step).
+void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out) {
+  const int64_t B = p.B, per_slot = p.HV * p.K * p.V;
+  if (p.T != 1 || !p.cu_seqlens.empty())
+    throw std::invalid_argument("kda_decode: a step takes one token per sequence (T=1, no cu_seqlens)");
+  Tensor& pool = out.at("state");
+  if (pool.numel() % per_slot != 0)
+    throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
+  const std::vector<int64_t> slots = kda_cpu::state_slots(in, B, pool.numel() / per_slot);
+  TensorMap f32;
+  for (const auto& [name, t] : in)
+    if (name != "state_indices") f32[name] = t.dtype() == DType::f64 ? convert(t, DType::f32) : t;
+  std::vector<int64_t> h0_shape = pool.shape();   // [slots, HV, K, V] (V-first: [slots, HV, V, K])
+  h0_shape[0] = B;
+  Tensor h0(DType::f32, h0_shape);
+  std::vector<double> buf(static_cast<size_t>(per_slot), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    if (slots[static_cast<size_t>(b)] >= 0) pool.read(slots[static_cast<size_t>(b)] * per_slot, buf);
+    else std::fill(buf.begin(), buf.end(), 0.0);
+    h0.write(b * per_slot, std::span<const double>(buf));
+  }
+  f32["h0"] = h0;
+  KdaParams step = p;
+  step.has_h0 = true;
+  KdaReferenceOptions opt;
+  opt.plain_f32 = true;
+  opt.threads = 1;
+  const KdaReferenceResult r = kda_reference(Tier::f64, step, f32, opt);
+  std::vector<double> o = r.o;
+  const int64_t o_row = p.HV * p.V;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t slot = slots[static_cast<size_t>(b)];
+    if (slot < 0) {
+      std::fill(o.begin() + b * o_row, o.begin() + (b + 1) * o_row, 0.0);
+      continue;
+    }
+    pool.write(slot * per_slot, std::span<const double>(r.ht.data() + b * per_slot, static_cast<size_t>(per_slot)));
+  }
+  out.at("o").write(0, std::span<const double>(o));
+}
+
+DG_REGISTER_CANDIDATE(kda_decode_cpu_naive_f32,
+                      CandidateInfo{"kda_decode_cpu_naive_f32", "kda_decode", "cpu", "naive", DType::f32, DType::f32,
+                                    DType::f32, "the naive f32 decode step of the policy: FLA's naive recurrence in plain f32 loops, one token per call"},
+                      [](const Case& c, const TensorMap& in, TensorMap& out) {
+                        kda_decode_cpu_naive_f32(kda_params(c), in, out);
+                      });
 
 DG_REGISTER_CANDIDATE(kda_cpu_naive_f32,
                       CandidateInfo{"kda_cpu_naive_f32", "kda", "cpu", "naive", DType::f32, DType::f32, DType::f32,

@@ -19,6 +19,16 @@ RunFn variant(KdaVariant v) {
   return [v](const Case& c, const TensorMap& in, TensorMap& out) { run_kda_variant(v, kda_params(c), in, out); };
 }
 
+// The decode step's variants: the same hooks around one token against the paged state pool.
+CandidateInfo decode_info(const char* name, const char* algorithm, const char* doc) {
+  return {name, "kda_decode", "cpu", algorithm, DType::f32, DType::f32, DType::f32, doc};
+}
+CandidateInfo decode_mutant(const char* name, const char* doc) { return decode_info(name, "mutant", doc); }
+CandidateInfo decode_equivalent(const char* name, const char* doc) { return decode_info(name, "equivalent", doc); }
+RunFn decode_variant(KdaVariant v) {
+  return [v](const Case& c, const TensorMap& in, TensorMap& out) { run_kda_decode_variant(v, kda_params(c), in, out); };
+}
+
 }  // namespace
 
 // --- narrower dtypes (notes: pitfalls 8, 9; §2.2 bf16 copies of the state) ---
@@ -67,5 +77,33 @@ DG_REGISTER_CANDIDATE(kda_equiv_reverse_k, equivalent("kda_equiv_reverse_k", "re
                       variant({.reverse_k = true}));
 DG_REGISTER_CANDIDATE(kda_equiv_vfirst_state, equivalent("kda_equiv_vfirst_state", "state held V-first (V rows of K) in memory"),
                       variant({.v_first_state = true}));
+
+// --- the decode step (kda_decode, notes §2.3: one token per call against a paged pool) ---
+DG_REGISTER_CANDIDATE(kda_decode_mutant_state_bf16, decode_mutant("kda_decode_mutant_state_bf16", "pool state written back through bf16 every step, declared f32 (pitfall 9)"),
+                      decode_variant({.state = Narrow::bf16}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_decay_bf16, decode_mutant("kda_decode_mutant_decay_bf16", "decay exp(g) rounded to bf16 before it scales the state (pitfall 8)"),
+                      decode_variant({.decay = Narrow::bf16}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_eps_outside_sqrt, decode_mutant("kda_decode_mutant_eps_outside_sqrt", "l2norm x / (sqrt(sum x^2) + 1e-6): epsilon outside the root"),
+                      decode_variant({.l2 = L2Eps::outside_sqrt}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_residual_before_decay, decode_mutant("kda_decode_mutant_residual_before_decay", "residual v - S^T k from the state before its decay (§1.4 order)"),
+                      decode_variant({.residual_before_decay = true}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_read_before_write, decode_mutant("kda_decode_mutant_read_before_write", "output S^T q read before the write of the token (§1.4 order)"),
+                      decode_variant({.read_before_write = true}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_gva_head_mod, decode_mutant("kda_decode_mutant_gva_head_mod", "GVA: value head hv reads key head hv % H (pitfall 14)"),
+                      decode_variant({.gva_mod_head = true}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_pool_transposed, decode_mutant("kda_decode_mutant_pool_transposed", "state pool read and written in the other layout, K-first as V-first (pitfall 10)"),
+                      decode_variant({.h0_transposed = true}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_slot_is_sequence, decode_mutant("kda_decode_mutant_slot_is_sequence", "state_indices ignored: sequence b reads and writes pool slot b"),
+                      decode_variant({.slot_is_sequence = true}));
+DG_REGISTER_CANDIDATE(kda_decode_mutant_exp_cubic, decode_mutant("kda_decode_mutant_exp_cubic", "exp through 2^x with a cubic fraction (relative error 1e-4)"),
+                      decode_variant({.approx_exp = true}));
+DG_REGISTER_CANDIDATE(kda_decode_equiv_f64_accum, decode_equivalent("kda_decode_equiv_f64_accum", "S^T k and S^T q accumulated in f64"),
+                      decode_variant({.f64_accum = true}));
+DG_REGISTER_CANDIDATE(kda_decode_equiv_fused_decay, decode_equivalent("kda_decode_equiv_fused_decay", "decay fused into the write: S = fma(a, S, k r^T)"),
+                      decode_variant({.fused_decay = true}));
+DG_REGISTER_CANDIDATE(kda_decode_equiv_reverse_k, decode_equivalent("kda_decode_equiv_reverse_k", "reductions over d in reverse order"),
+                      decode_variant({.reverse_k = true}));
+DG_REGISTER_CANDIDATE(kda_decode_equiv_vfirst_state, decode_equivalent("kda_decode_equiv_vfirst_state", "state held V-first in registers (K loop inside)"),
+                      decode_variant({.v_first_state = true}));
 
 }  // namespace dg::mutants

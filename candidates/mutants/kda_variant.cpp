@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
@@ -213,6 +214,60 @@ void run_kda_variant(const KdaVariant& var, const KdaParams& p, const TensorMap&
         for (int64_t d = 0; d < K; ++d)
           for (int64_t j = 0; j < V; ++j) kv[d * V + j] = st.s(d, j);
         store_state(ht, n, hv, p, kv, V);
+      });
+}
+
+}  // namespace dg::mutants
+
+namespace dg::mutants {
+
+void run_kda_decode_variant(const KdaVariant& var, const KdaParams& p, const TensorMap& in, TensorMap& out) {
+  using namespace kda_cpu;
+  const int64_t B = p.B, H = p.H, HV = p.HV, K = p.K, V = p.V, per_slot = HV * K * V;
+  if (p.T != 1 || !p.cu_seqlens.empty())
+    throw std::invalid_argument("kda_decode: a step takes one token per sequence (T=1, no cu_seqlens)");
+  Tensor& o = output(out, "o", B * HV * V);
+  auto it = out.find("state");
+  if (it == out.end()) throw std::invalid_argument("kda_decode: in-out tensor 'state' is missing");
+  Tensor& pool = it->second;
+  if (pool.numel() % per_slot != 0)
+    throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
+  const std::vector<int64_t> slots = state_slots(in, B, pool.numel() / per_slot);
+  const bool own_l2 = var.l2 != L2Eps::inside_sqrt && p.qk_l2norm;
+  KdaParams raw = p;
+  if (own_l2) raw.qk_l2norm = false;
+  KdaParams pool_layout = p;
+  if (var.h0_transposed) pool_layout.state_v_first = !p.state_v_first;   // the pool read and written transposed
+  for_each_pair(
+      B * HV, p.flops_per_token_head(), [&] { return std::vector<float>(static_cast<size_t>(4 * K + 2 * V + K * V)); },
+      [&](int64_t pair, std::vector<float>& buf) {
+        const int64_t b = pair / HV, hv = pair % HV;
+        const int64_t slot = var.slot_is_sequence ? b : slots[static_cast<size_t>(b)];
+        float *q = buf.data(), *k = q + K, *g = k + K, *qk_g = g + K, *v = qk_g + K, *ob = v + V, *kv = ob + V;
+        if (slot < 0) {
+          std::fill(ob, ob + V, 0.0f);
+          store_row(o, (b * HV + hv) * V, V, ob);
+          return;
+        }
+        Pair st(var, K, V);
+        load_state(pool, slot, hv, pool_layout, kv, V);
+        for (int64_t d = 0; d < K; ++d)
+          for (int64_t j = 0; j < V; ++j) st.s(d, j) = kv[d * V + j];
+        TokenReader reader(raw, in, hv, /*fold_scale=*/!own_l2, /*bf16_storage=*/false);
+        TokenReader qk_reader(raw, in, var.gva_mod_head ? (hv % H) * p.group() : hv, !own_l2, false);
+        const float beta = reader.load(b, q, k, v, g);   // token b of the [B, 1] token axis
+        if (var.gva_mod_head) qk_reader.load(b, q, k, ob, qk_g);
+        if (own_l2) {
+          const float scale = static_cast<float>(p.scale_value());
+          l2norm(q, K, var.l2);
+          l2norm(k, K, var.l2);
+          for (int64_t d = 0; d < K; ++d) q[d] *= scale;
+        }
+        st.step(q, k, v, g, beta, ob);
+        store_row(o, (b * HV + hv) * V, V, ob);
+        for (int64_t d = 0; d < K; ++d)
+          for (int64_t j = 0; j < V; ++j) kv[d * V + j] = st.s(d, j);
+        store_state(pool, slot, hv, pool_layout, kv, V);
       });
 }
 

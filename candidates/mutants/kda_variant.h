@@ -50,6 +50,7 @@ struct KdaVariant {
   int64_t reset_every = 0;             // > 0: S set to zero before every position p > 0, p % N == 0
   int64_t checkpoint_every = 0;        // > 0: S rounded to bf16 before every position p > 0, p % N == 0
   bool varlen_late_boundary = false;   // each inner sequence boundary one token late
+  bool slot_is_sequence = false;       // decode: sequence b uses pool slot b, not state_indices[b]
   // --- legitimate rewrites (equivalent variants) ---
   bool f64_accum = false;              // S^T k and S^T q accumulated in double
   bool fused_decay = false;            // r = sum_d (a_d k_d) S_d; S = fma(a, S, k r^T)
@@ -59,5 +60,11 @@ struct KdaVariant {
 
 // Runs the variant over a whole prefill case: in/out as kda_cpu_recurrent_f32 (candidates/cpu/kda_cpu.h).
 void run_kda_variant(const KdaVariant& var, const KdaParams& p, const TensorMap& in, TensorMap& out);
+
+// One decode step of the variant against the paged state pool: in/out as kda_decode_cpu_f32
+// (candidates/cpu/kda_decode.cpp). Per sequence b and value head hv: S = pool[state_indices[b], hv]
+// (h0_transposed: the pool read and written in the other layout; slot_is_sequence: slot b), one
+// token of the loop above, S written back; a negative slot is padding (o = 0, no state touched).
+void run_kda_decode_variant(const KdaVariant& var, const KdaParams& p, const TensorMap& in, TensorMap& out);
 
 }  // namespace dg::mutants

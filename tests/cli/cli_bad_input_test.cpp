@@ -382,6 +382,7 @@ TEST(CliBadInput, PoliciesThatWouldMergeANullCandidateAreRefused) {
       {"[precision]\nslack = 1e9\n", "'precision.slack' must be in [0, 2]"},
       {"[precision]\nnaive_factor = 1e30\n", "'precision.naive_factor' must be in [0, 4]"},
       {"[precision]\nfloor_ulps = 1e12\n", "'precision.floor_ulps' must be in [0, 16]"},
+      {"[precision]\ntail_factor = inf\n", "'precision.tail_factor' must be a finite number"},
       {"[precision.min_bits]\nf32 = -4\n", "'precision.min_bits.f32' must be in [1, 24]"},
       {"[precision]\nmetrics = []\n", "at least one metric"},
       {"[naive]\n\"kda.f32\" = \"kda_null_zeros_f32\"\n", "null or cheating candidate"},

@@ -186,5 +186,24 @@ TEST(MutantsCli, KdaSmokeKillRateDoesNotDrop) {
   EXPECT_THAT(list.out, HasSubstr(fmt_kill(c)));
 }
 
+// The decode step's gate suite kills every kda_decode mutant and rejects no equivalent (seconds).
+TEST(MutantsCli, KdaDecodeGateKillsEveryDecodeMutant) {
+  nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
+  ASSERT_TRUE(committed.at("suites").contains("kda-decode-gate"));
+  const auto& c = committed["suites"]["kda-decode-gate"];
+  EXPECT_EQ(c.at("killed"), c.at("mutants"));
+  const std::string json = tmp("decode.json");
+  fs::remove(json);
+  testing::CliResult r = run_driftgate("mutants --base kda_decode_cpu_f32 --suite kda-decode-gate --json " + json);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const auto& s = j.at("summary");
+  EXPECT_EQ(s.at("killed").get<int>(), c.at("killed").get<int>()) << s.at("survivors").dump();
+  EXPECT_EQ(s.at("mutants").get<int>(), c.at("mutants").get<int>());
+  EXPECT_EQ(s.at("false_rejects").get<int>(), 0) << s.at("rejected_equivalents").dump();
+  EXPECT_TRUE(s.at("weak_kills").empty()) << s.at("weak_kills").dump();
+  fs::remove(json);
+}
+
 }  // namespace
 }  // namespace dg

@@ -71,6 +71,29 @@ TEST(Gate, ThePrecisionRuleIsRelativeToBaseAndNaive) {
   EXPECT_FALSE(passed(precision_checks(base, record("p", 1.8e-6, 1e-6, 0), nullptr, p), "precision.o.rms"));
 }
 
+// max_abs, the largest error of a case, varies between seeds far more than rms: its limit is the
+// rms rule's times the policy's tail_factor (2 by default), and tail_factor = 1 restores the plain rule.
+TEST(Gate, MaxAbsHasTheTailFactor) {
+  Policy p = default_policy();
+  ASSERT_DOUBLE_EQ(p.tail_factor, 2.0);
+  Record base = record("b", 1e-6, 1e-6, 0);
+  // rms as the base's, max_abs 2.5x the base's: within 2 x (1.5 x base) + floor.
+  std::vector<Check> cs = precision_checks(base, record("p", 1e-6, 2.5e-6, 0), nullptr, p);
+  EXPECT_TRUE(passed(cs, "precision.o.max_abs"));
+  for (const Check& c : cs)
+    if (c.name == "precision.o.max_abs") {
+      EXPECT_THAT(c.detail, HasSubstr("= 2.0 x max(base"));
+      EXPECT_NEAR(c.limit, 3e-6, 1e-6 * 0.01 + 1.2e-7);
+    }
+  // 3.5x: past it.
+  EXPECT_FALSE(passed(precision_checks(base, record("p", 1e-6, 3.5e-6, 0), nullptr, p), "precision.o.max_abs"));
+  // The rms rule has no tail factor: 2.5x the base's rms fails.
+  EXPECT_FALSE(passed(precision_checks(base, record("p", 2.5e-6, 1e-6, 0), nullptr, p), "precision.o.rms"));
+  // tail_factor = 1: the plain rule for max_abs too.
+  p.tail_factor = 1.0;
+  EXPECT_FALSE(passed(precision_checks(base, record("p", 1e-6, 2.5e-6, 0), nullptr, p), "precision.o.max_abs"));
+}
+
 TEST(Gate, FloorComesFromTheOutputFormat) {
   Policy p = default_policy();
   Record base = record("b", 0, 0, 0);       // an exact base: the limit is the floor alone

@@ -97,6 +97,9 @@ TEST(Policy, PoliciesThatWouldMergeANullCandidateAreRefused) {
   EXPECT_THAT(error_of("[precision]\nslack = nan\n"), HasSubstr("'precision.slack' must be a finite number"));
   EXPECT_THAT(error_of("[precision]\nnaive_factor = 1e300\n"), HasSubstr("'precision.naive_factor' must be in [0, 4]"));
   EXPECT_THAT(error_of("[precision]\nfloor_ulps = 1e300\n"), HasSubstr("'precision.floor_ulps' must be in [0, 16]"));
+  EXPECT_THAT(error_of("[precision]\ntail_factor = 1e300\n"), HasSubstr("'precision.tail_factor' must be in [1, 4]"));
+  EXPECT_THAT(error_of("[precision]\ntail_factor = 0.5\n"), HasSubstr("'precision.tail_factor' must be in [1, 4]"));
+  EXPECT_EQ(error_of("[precision]\ntail_factor = 1\n"), "(no error)");
   EXPECT_THAT(error_of("[precision.min_bits]\nf32 = -1\n"), HasSubstr("'precision.min_bits.f32' must be in [1, 24]"));
   EXPECT_THAT(error_of("[precision.min_bits]\nbf16 = 0\n"), HasSubstr("'precision.min_bits.bf16' must be in [1, 8]"));
   EXPECT_THAT(error_of("[precision.min_bits]\nf32 = 25\n"), HasSubstr("[1, 24]"));

@@ -619,6 +619,32 @@ TEST(KdaDecodeCpu, PaddingSlotWritesZerosAndTouchesNoState) {
   for (int64_t i = 0; i < p.K * p.V; ++i) EXPECT_EQ(d.pool.get(i), 7.0 + static_cast<double>(i % 13));
 }
 
+// The naive decode step (the policy's naive for kda_decode.f32) re-enters the naive prefill's loops
+// once per token with the state kept in f32 in the pool: T steps give the naive prefill's bits, in
+// either pool layout, on any slots; padding gives zeros and leaves the pool alone.
+TEST(KdaDecodeCpu, NaiveStepsReproduceTheNaivePrefillAndSkipPadding) {
+  for (bool v_first : {false, true}) {
+    KdaParams p = params(24, 32, 48, 2, 4);
+    p.B = 3; p.state_v_first = v_first; p.has_h0 = true; p.gate = KdaGate::softplus; p.beta = KdaBeta::sigmoid;
+    TensorMap in = make_inputs(p, {}, 131);
+    Out pre = run(kda_cpu_naive_f32, p, in);
+    const std::vector<int64_t> slots = {4, 0, 2};
+    Decoded d = drive_decode(kda_decode_cpu_naive_f32, p, in, DType::f32, slots, 5);
+    EXPECT_EQ(d.o, pre.o);
+    const int64_t per = p.HV * p.K * p.V;
+    for (int64_t b = 0; b < p.B; ++b)
+      EXPECT_EQ(row(d.pool, slots[static_cast<size_t>(b)] * per, per), std::vector<double>(pre.ht.begin() + b * per, pre.ht.begin() + (b + 1) * per));
+    for (int64_t s : {1, 3})
+      for (int64_t i = 0; i < per; ++i) ASSERT_EQ(d.pool.get(s * per + i), 7.0 + static_cast<double>((s * per + i) % 13));
+  }
+  KdaParams p = params(3, 16, 16, 1, 1);
+  p.B = 2;
+  TensorMap in = make_inputs(p, {}, 111);
+  Decoded d = drive_decode(kda_decode_cpu_naive_f32, p, in, DType::f32, {-1, 1}, 2);
+  for (int64_t i = 0; i < p.T * p.V; ++i) EXPECT_EQ(d.o[static_cast<size_t>(i)], 0.0);
+  for (int64_t i = 0; i < p.K * p.V; ++i) EXPECT_EQ(d.pool.get(i), 7.0 + static_cast<double>(i % 13));
+}
+
 TEST(KdaDecodeCpu, Bf16StateDriftsButStaysClose) {
   KdaParams p = params(200, 64, 64, 1, 2);
   p.B = 2;
