@@ -83,6 +83,16 @@ std::vector<Suite> build() {
   gate.cases.push_back("kda(T=1024,H=2,K=128,V=128,regime=kimi_linear,dtype=f64,seed=0)");
   v.push_back(gate);
 
+  // kda-gate-long: one sequence past 2^20 + 1 tokens (1M, the production context) of one small head,
+  // on the regime where rounding accumulates (long_memory: the drift rule judges its growth) and on
+  // the production gate; f64 reference, as kda-long (its certification is measured there).
+  v.push_back({"kda-gate-long", "the KDA merge gate past 2^20 + 1 tokens: one small head, long memory and production gates; f64 reference",
+               {
+                   "kda(T=1048577,H=1,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)",
+                   "kda(T=1048577,H=1,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)",
+               },
+               "f64"});
+
   // layer-smoke: the ops around KDA in the decode layer (reference/layer_ops.h) and the fused decode
   // step, every regime of each; seconds.
   v.push_back({"layer-smoke", "causal_conv1d, rmsnorm_gated and the fused KDA decode step, every regime (seconds)", {

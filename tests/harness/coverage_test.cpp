@@ -40,6 +40,11 @@ const AxisCoverage& axis(const std::vector<AxisCoverage>& all, const std::string
 // The promise: every value of every axis of kda appears in kda-gate at least once.
 TEST(Coverage, KdaGateExercisesEveryValueOfKda) { EXPECT_THAT(coverage_gaps("kda", suite_cases("kda-gate")), IsEmpty()); }
 
+// And of kda_decode in its gate suite.
+TEST(Coverage, KdaDecodeGateExercisesEveryValueOfKdaDecode) {
+  EXPECT_THAT(coverage_gaps("kda_decode", suite_cases("kda-decode-gate")), IsEmpty());
+}
+
 TEST(Coverage, TheQuickGateNamesWhatItLeavesOut) {
   const std::vector<std::string> gaps = coverage_gaps("kda", suite_cases("kda-gate-quick"));
   EXPECT_THAT(gaps, Contains("B=>1"));
