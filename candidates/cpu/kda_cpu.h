@@ -125,6 +125,16 @@ inline ColumnRange column_range(int64_t V, int64_t parts, int64_t part) {
 // std::invalid_argument naming the problem.
 std::vector<int64_t> state_slots(const TensorMap& in, int64_t B, int64_t pool_slots);
 
+// What one decode step works on, checked: one token per sequence (T = 1, no cu_seqlens), the output
+// o of B * HV * V elements, the in-out state pool out["state"] ([slots, HV, K, V] or V-first) and
+// each sequence's slot (state_slots). Throws std::invalid_argument naming the problem.
+struct DecodeStepIo {
+  Tensor* o;
+  Tensor* pool;
+  std::vector<int64_t> slots;
+};
+DecodeStepIo decode_step_io(const KdaParams& p, const TensorMap& in, TensorMap& out);
+
 // Output tensor `name` of `out`, checked to have `numel` elements.
 Tensor& output(TensorMap& out, const char* name, int64_t numel);
 

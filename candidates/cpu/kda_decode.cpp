@@ -49,20 +49,27 @@ std::vector<int64_t> state_slots(const TensorMap& in, int64_t B, int64_t pool_sl
   return slots;
 }
 
-namespace {
-
-template <bool kBf16State>
-void kda_decode(const KdaParams& p, const TensorMap& in, TensorMap& out) {
-  const int64_t B = p.B, HV = p.HV, K = p.K, V = p.V, Vp = round_up16(V), per_slot = HV * K * V;
+DecodeStepIo decode_step_io(const KdaParams& p, const TensorMap& in, TensorMap& out) {
+  const int64_t per_slot = p.HV * p.K * p.V;
   if (p.T != 1 || !p.cu_seqlens.empty())
     throw std::invalid_argument("kda_decode: a step takes one token per sequence (T=1, no cu_seqlens)");
-  Tensor& o = output(out, "o", B * HV * V);
+  Tensor& o = output(out, "o", p.B * p.HV * p.V);
   auto it = out.find("state");
   if (it == out.end()) throw std::invalid_argument("kda_decode: in-out tensor 'state' is missing");
   Tensor& pool = it->second;
   if (pool.numel() % per_slot != 0)
     throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  const std::vector<int64_t> slots = state_slots(in, B, pool.numel() / per_slot);
+  return {&o, &pool, state_slots(in, p.B, pool.numel() / per_slot)};
+}
+
+namespace {
+
+template <bool kBf16State>
+void kda_decode(const KdaParams& p, const TensorMap& in, TensorMap& out) {
+  const int64_t B = p.B, HV = p.HV, K = p.K, V = p.V, Vp = round_up16(V);
+  const DecodeStepIo io = decode_step_io(p, in, out);
+  Tensor &o = *io.o, &pool = *io.pool;
+  const std::vector<int64_t>& slots = io.slots;
   for_each_pair(
       B * HV, p.flops_per_token_head(), [&] { return make_buffer(static_cast<size_t>(K * Vp + 3 * K + 3 * Vp)); },
       [&](int64_t pair, Buffer& buf) {

@@ -12,7 +12,6 @@
 // them; the outputs are f32 values (exact in the result's doubles), stored in the output tensors.
 #include <algorithm>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,12 +41,9 @@ void kda_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out) 
 // kda_decode_cpu_f32 (which runs the optimized recurrent step).
 void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out) {
   const int64_t B = p.B, per_slot = p.HV * p.K * p.V;
-  if (p.T != 1 || !p.cu_seqlens.empty())
-    throw std::invalid_argument("kda_decode: a step takes one token per sequence (T=1, no cu_seqlens)");
-  Tensor& pool = out.at("state");
-  if (pool.numel() % per_slot != 0)
-    throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  const std::vector<int64_t> slots = kda_cpu::state_slots(in, B, pool.numel() / per_slot);
+  const kda_cpu::DecodeStepIo io = kda_cpu::decode_step_io(p, in, out);
+  Tensor& pool = *io.pool;
+  const std::vector<int64_t>& slots = io.slots;
   TensorMap f32;
   for (const auto& [name, t] : in)
     if (name != "state_indices") f32[name] = t.dtype() == DType::f64 ? convert(t, DType::f32) : t;
@@ -77,7 +73,7 @@ void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap
     }
     pool.write(slot * per_slot, std::span<const double>(r.ht.data() + b * per_slot, static_cast<size_t>(per_slot)));
   }
-  out.at("o").write(0, std::span<const double>(o));
+  io.o->write(0, std::span<const double>(o));
 }
 
 DG_REGISTER_CANDIDATE(kda_decode_cpu_naive_f32,

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
@@ -223,16 +222,10 @@ namespace dg::mutants {
 
 void run_kda_decode_variant(const KdaVariant& var, const KdaParams& p, const TensorMap& in, TensorMap& out) {
   using namespace kda_cpu;
-  const int64_t B = p.B, H = p.H, HV = p.HV, K = p.K, V = p.V, per_slot = HV * K * V;
-  if (p.T != 1 || !p.cu_seqlens.empty())
-    throw std::invalid_argument("kda_decode: a step takes one token per sequence (T=1, no cu_seqlens)");
-  Tensor& o = output(out, "o", B * HV * V);
-  auto it = out.find("state");
-  if (it == out.end()) throw std::invalid_argument("kda_decode: in-out tensor 'state' is missing");
-  Tensor& pool = it->second;
-  if (pool.numel() % per_slot != 0)
-    throw std::invalid_argument("kda_decode: state pool shape " + pool.shape_str() + " is not [N,HV,K,V]");
-  const std::vector<int64_t> slots = state_slots(in, B, pool.numel() / per_slot);
+  const int64_t B = p.B, H = p.H, HV = p.HV, K = p.K, V = p.V;
+  const DecodeStepIo io = decode_step_io(p, in, out);
+  Tensor &o = *io.o, &pool = *io.pool;
+  const std::vector<int64_t>& slots = io.slots;
   const bool own_l2 = var.l2 != L2Eps::inside_sqrt && p.qk_l2norm;
   KdaParams raw = p;
   if (own_l2) raw.qk_l2norm = false;

@@ -73,8 +73,8 @@ TEST(Cli, VerifySmokeSuiteWritesVersionedJson) {
   EXPECT_TRUE(j["context"].contains("git_commit"));
   EXPECT_TRUE(j["context"].contains("compiler"));
   // Every kda case has 5 candidates (4 CPU with the policy's naive, 1 CUDA), every kda_decode case
-  // 3 (2 CPU, 1 CUDA).
-  EXPECT_EQ(j["records"].size(), 11u * 5 + 2u * 3);
+  // 4 (3 CPU with the policy's naive, 1 CUDA).
+  EXPECT_EQ(j["records"].size(), 11u * 5 + 2u * 4);
   for (const auto& rec : j["records"]) {
     const std::string cand = rec["candidate"];
     if (cand.find("_cuda_") != std::string::npos && rec["disposition"] == "NOT_SUPPORTED") continue;   // no GPU here
