@@ -228,7 +228,7 @@ TEST(SealedInputs, WithoutMemfdOrLandlockARewriterIsInvalidAndHarmsNobody) {
   ASSERT_EQ(j.at("records").size(), 3u);
   const auto& cheat = j.at("records")[0];
   EXPECT_EQ(cheat.at("candidate"), "kda_cheat_rewrite_inputs");
-  if (cheat.at("disposition") == "INVALID") {
+  if (::geteuid() == 0 || cheat.at("disposition") == "INVALID") {
     EXPECT_THAT(cheat.at("reason").get<std::string>(), HasSubstr("inputs file changed during the run"));
   } else {
     // Only where the write itself was refused (no root, no write permission): then nothing changed.
@@ -239,6 +239,27 @@ TEST(SealedInputs, WithoutMemfdOrLandlockARewriterIsInvalidAndHarmsNobody) {
     EXPECT_THAT(j.at("records")[i].at("confinement").get<std::string>(), HasSubstr("private copy checked by SHA-256"));
   }
   std::filesystem::remove(json);
+  // The same attack as a plugin and as an exec program: the rewriter is INVALID (or its write was
+  // refused) and the honest candidates after it read the case's inputs.
+  // (An exec program reaches the inputs only through its worker's /proc entry, which it does not
+  // find from inside the sandbox's PID namespace, so its attempt need not land; the plugin writes
+  // from inside the worker, which as root succeeds and must be caught.)
+  auto rewriter_first = [&](const std::string& args, const std::string& rewriter, bool in_worker) {
+    testing::CliResult v = testing::run_driftgate("verify " + args + " --candidate " + rewriter +
+                                                  ",kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 --json " + json +
+                                                  " --case '" + kCase + "'");
+    const nlohmann::json k = nlohmann::json::parse(slurp(json));
+    ASSERT_EQ(k.at("records").size(), 3u) << v.err;
+    const auto& first = k.at("records")[0];
+    // As root, with Landlock off, nothing refuses the write: the digest must catch it.
+    if ((in_worker && ::geteuid() == 0) || first.at("disposition") == "INVALID")
+      EXPECT_THAT(first.at("reason").get<std::string>(), HasSubstr("inputs file changed during the run")) << first.dump();
+    for (size_t i = 1; i < 3; ++i) EXPECT_EQ(k.at("records")[i].at("disposition"), "PASSED") << k.at("records")[i].dump();
+    std::filesystem::remove(json);
+  };
+  rewriter_first("--plugin " + kPlugin, "kda_plugin_rewrite_f32", true);
+  REQUIRE_NUMPY(py);
+  rewriter_first("--exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") + "'", "kda_exec_rewrite_f32", false);
 }
 
 // --- forged outputs ---------------------------------------------------------------------------------
