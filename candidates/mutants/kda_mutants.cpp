@@ -58,6 +58,10 @@ DG_REGISTER_CANDIDATE(kda_mutant_h0_transposed, mutant("kda_mutant_h0_transposed
 // --- approximate transcendentals (FLA_USE_FAST_OPS, §2.2) ---
 DG_REGISTER_CANDIDATE(kda_mutant_exp_cubic, mutant("kda_mutant_exp_cubic", "exp through 2^x with a cubic fraction (relative error 1e-4)"),
                       variant({.approx_exp = true}));
+DG_REGISTER_CANDIDATE(kda_mutant_sigmoid_fast, mutant("kda_mutant_sigmoid_fast", "beta's and the lower-bound gate's sigmoid as 1 / (1 + cubic exp(-x)) (relative error 1e-4)"),
+                      variant({.approx_sigmoid = true}));
+DG_REGISTER_CANDIDATE(kda_mutant_log_fast, mutant("kda_mutant_log_fast", "the softplus gate's log(1 + e^x) through a quartic log2 of the mantissa (error 2e-4)"),
+                      variant({.approx_log = true}));
 // --- long-context bookkeeping (§3.8, pitfalls 1, 9, 11, 13) ---
 DG_REGISTER_CANDIDATE(kda_mutant_pos_wrap16, mutant("kda_mutant_pos_wrap16", "16-bit position counter: position p reads the inputs of p mod 65536"),
                       variant({.position_wrap = 65536}));

@@ -32,6 +32,41 @@ float exp_cubic(float x) {
   return std::ldexp(p, static_cast<int>(i));
 }
 
+// log(y), y > 0, as a fast path would: the exponent, and log2 of the mantissa 1 + t through a quartic
+// fitted by least squares on [0, 1) (absolute error 1.9e-4 in log2, where logf is within half an ulp).
+float log_quartic(float y) {
+  int e = 0;
+  const float m = std::frexp(y, &e);   // y = m 2^e, m in [0.5, 1)
+  const float t = 2.0f * m - 1.0f;     // y = (1 + t) 2^(e - 1)
+  const float l2 = t * (1.43854679f + t * (-0.67808149f + t * (0.32363037f + t * -0.08428509f)));
+  return (static_cast<float>(e - 1) + l2) * 0.69314718f;
+}
+
+float sigmoid_cubic(float x) { return 1.0f / (1.0f + exp_cubic(-x)); }
+
+// The gate and beta of a token from their raw inputs (the reader's pregated g, given beta), with the
+// variant's fast sigmoid or log; the other functions as the honest reader computes them
+// (candidates/cpu/kda_recurrent.cpp TokenReader::load).
+float activate(const KdaVariant& var, const KdaParams& p, float a, const std::vector<float>& dt_bias, float* g,
+               float b) {
+  auto sig = [&](float x) { return var.approx_sigmoid ? sigmoid_cubic(x) : 1.0f / (1.0f + std::exp(-x)); };
+  auto softplus = [&](float x) {
+    if (x > 20.0f) return x;
+    return var.approx_log ? log_quartic(1.0f + std::exp(x)) : std::log1p(std::exp(x));
+  };
+  for (int64_t d = 0; d < p.K; ++d) {
+    const float x = g[d] + dt_bias[static_cast<size_t>(d)];
+    if (p.gate == KdaGate::softplus) g[d] = -a * softplus(x);
+    else if (p.gate == KdaGate::lower_bound) g[d] = static_cast<float>(p.lower_bound) * sig(p.use_A_log ? a * x : x);
+  }
+  switch (p.beta) {
+    case KdaBeta::given: return b;
+    case KdaBeta::sigmoid: return sig(b);
+    case KdaBeta::sigmoid2: return 2.0f * sig(b);
+  }
+  return b;
+}
+
 // x *= 1 / sqrt(sum x^2 + eps) (the right one, eps = 1e-6, or 1e-12), or x /= sqrt(sum x^2) + eps.
 void l2norm(float* x, int64_t n, L2Eps where) {
   float ss = 0;
@@ -170,6 +205,12 @@ void run_kda_variant(const KdaVariant& var, const KdaParams& p, const TensorMap&
   const bool own_l2 = var.l2 != L2Eps::inside_sqrt && p.qk_l2norm;
   KdaParams raw = p;
   if (own_l2) raw.qk_l2norm = false;
+  // The fast sigmoid/log mutants activate here: their reader returns the raw gate and beta inputs.
+  const bool own_act = var.approx_sigmoid || var.approx_log;
+  if (own_act) {
+    raw.gate = KdaGate::pregated;
+    raw.beta = KdaBeta::given;
+  }
   KdaParams h0_layout = p;
   if (var.h0_transposed) h0_layout.state_v_first = !p.state_v_first;
   // Token range of sequence n: with varlen_late_boundary every inner boundary moves one token later
@@ -193,6 +234,13 @@ void run_kda_variant(const KdaVariant& var, const KdaParams& p, const TensorMap&
         const int64_t group = p.group();
         TokenReader qk_reader(raw, in, var.gva_mod_head ? (hv % H) * group : hv, !own_l2, false);
         const float scale = static_cast<float>(p.scale_value());
+        float a = 1.0f;   // exp(A_log[hv]) and dt_bias[hv] of the gate, for own_act
+        std::vector<float> dt_bias(static_cast<size_t>(K), 0.0f);
+        if (own_act && p.gate != KdaGate::pregated) {
+          if (p.use_A_log) a = std::exp(static_cast<float>(in.at("A_log").get(hv)));
+          if (in.count("dt_bias"))
+            for (int64_t d = 0; d < K; ++d) dt_bias[static_cast<size_t>(d)] = static_cast<float>(in.at("dt_bias").get(hv * K + d));
+        }
         const int64_t b = begin(n);
         for (int64_t tok = b; tok < end(n); ++tok) {
           const int64_t pos = tok - b;
@@ -200,7 +248,8 @@ void run_kda_variant(const KdaVariant& var, const KdaParams& p, const TensorMap&
           if (pos > 0 && var.checkpoint_every > 0 && pos % var.checkpoint_every == 0)
             for (float& x : st.raw()) x = round_bf16(x);
           const int64_t src = var.position_wrap > 0 ? b + pos % var.position_wrap : tok;
-          const float beta = reader.load(src, q, k, v, g);
+          float beta = reader.load(src, q, k, v, g);
+          if (own_act) beta = activate(var, p, a, dt_bias, g, beta);
           if (var.gva_mod_head) qk_reader.load(src, q, k, ob, qk_g);   // ob: scratch for its v
           if (own_l2) {
             l2norm(q, K, var.l2);

@@ -14,7 +14,8 @@
 // Hooks (KdaVariant fields), each named after the physics it breaks or keeps:
 //   mutants      state/decay/dot narrowed to bf16 or f16; the l2norm epsilon outside the square root
 //                or 1e-12; residual read before the decay; output read before the write; value head
-//                -> key head as hv % H; h0 read transposed; a cubic exp2; a 16-bit position counter;
+//                -> key head as hv % H; h0 read transposed; a cubic exp2; a fast sigmoid (beta, the
+//                lower-bound gate) or a fast log (the softplus gate); a 16-bit position counter;
 //                the state dropped every N tokens; a bf16 checkpoint of the state every N tokens;
 //                varlen boundaries one token late
 //   equivalents  f64 accumulation of both dot products; the decay fused into the write
@@ -46,6 +47,8 @@ struct KdaVariant {
   bool gva_mod_head = false;           // q/k head of value head hv taken as hv % H (right: hv / (HV / H))
   bool h0_transposed = false;          // h0 read in the other layout (K-first as V-first and back)
   bool approx_exp = false;             // exp(x) = 2^(x log2 e) with a cubic for the fraction
+  bool approx_sigmoid = false;         // beta's and the lower-bound gate's sigmoid as 1 / (1 + that cubic exp(-x))
+  bool approx_log = false;             // the softplus gate's log(1 + e^x) through a quartic log2 of the mantissa
   int64_t position_wrap = 0;           // > 0: inputs of position p read at p mod position_wrap
   int64_t reset_every = 0;             // > 0: S set to zero before every position p > 0, p % N == 0
   int64_t checkpoint_every = 0;        // > 0: S rounded to bf16 before every position p > 0, p % N == 0

@@ -32,6 +32,7 @@ const std::map<std::string, std::string>& exercising_case() {
       {"kda_mutant_h0_transposed", h0},          {"kda_mutant_varlen_boundary", varlen},
       {"kda_mutant_pos_wrap16", past_64k},       {"kda_mutant_reset_32k", past_64k},
       {"kda_mutant_checkpoint_bf16", past_64k},
+      {"kda_mutant_sigmoid_fast", plain},        {"kda_mutant_log_fast", plain},   // kimi_linear: sigmoid beta, softplus gate
   };
   return m;
 }
@@ -127,7 +128,11 @@ TEST(KdaMutants, CheapestKillIsTheLeastCostlyRejectingCase) {
 }
 
 TEST(KdaMutants, NoVariantJoinsDefaultSetsOrSelftest) {
-  for (const Candidate* k : variants_of("kda")) {
+  std::vector<const Candidate*> all = variants_of("kda");
+  const std::vector<const Candidate*> decode = variants_of("kda_decode");
+  EXPECT_GE(decode.size(), 13u);   // 9 mutants, 4 equivalents of the decode step
+  all.insert(all.end(), decode.begin(), decode.end());
+  for (const Candidate* k : all) {
     EXPECT_TRUE(is_variant(k->info())) << k->name();
     EXPECT_FALSE(is_canary(k->info())) << k->name() << " would be run by selftest as a canary";
     EXPECT_FALSE(in_default_set(k->info())) << k->name();
