@@ -220,9 +220,8 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   // The temporary file is unique, in the target's directory (so the rename is atomic), and removed
   // on every failure.
   std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  const int fd = create_temp_file(tmp);   // registered: a SIGINT/SIGTERM meanwhile removes it (sandbox.h)
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create a temporary file beside {}: {}", path, std::strerror(errno)));
-  register_temp_file(tmp);   // a SIGINT/SIGTERM meanwhile removes it (sandbox.h)
   struct Unregister {
     const std::string& p;
     ~Unregister() { unregister_temp_file(p); }

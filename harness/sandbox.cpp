@@ -466,6 +466,9 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
 
 // --- temp dirs ----------------------------------------------------------------------------------------
 std::string make_temp_dir(const std::string& root) {
+  // Made and registered under the cleanup's lock: a signal's cleanup (which holds it until the
+  // process ends) either sees the dir or runs before it exists.
+  std::lock_guard<std::mutex> g(live().mu);
   std::string tmpl = root + "/driftgate-worker-XXXXXX";
   if (!::mkdtemp(tmpl.data())) fail_errno("mkdtemp " + tmpl, errno);
   const int fd = ::open((tmpl + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -476,7 +479,6 @@ std::string make_temp_dir(const std::string& root) {
     fs::remove_all(tmpl, ec);
     fail_errno("lock " + tmpl, e);
   }
-  std::lock_guard<std::mutex> g(live().mu);
   live().dirs[tmpl] = fd;
   return tmpl;
 }
@@ -502,9 +504,11 @@ void keep_temp_dir(const std::string& dir) {
   }
 }
 
-void register_temp_file(const std::string& path) {
+int create_temp_file(std::string& tmpl) {
   std::lock_guard<std::mutex> g(live().mu);
-  live().files.insert(path);
+  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd >= 0) live().files.insert(tmpl);
+  return fd;
 }
 
 void unregister_temp_file(const std::string& path) {
@@ -554,13 +558,14 @@ void install_signal_cleanup() {
     int sig = 0;
     while (::sigwait(&set, &sig) != 0) {
     }
-    {
-      std::lock_guard<std::mutex> g(live().mu);
-      for (pid_t p : live().kill) ::kill(p, SIGKILL);
-      std::error_code ec;
-      for (const auto& [dir, fd] : live().dirs) fs::remove_all(dir, ec);
-      for (const std::string& f : live().files) ::unlink(f.c_str());
-    }
+    // The lock is taken for good: killing the workers wakes the threads that waited on them, and
+    // one that goes on to write a results file or make a temp dir must not create it after this
+    // cleanup (create_temp_file and make_temp_dir wait on this lock until the process ends).
+    live().mu.lock();
+    for (pid_t p : live().kill) ::kill(p, SIGKILL);
+    std::error_code ec;
+    for (const auto& [dir, fd] : live().dirs) fs::remove_all(dir, ec);
+    for (const std::string& f : live().files) ::unlink(f.c_str());
     ::signal(sig, SIG_DFL);
     sigset_t one;
     sigemptyset(&one);

@@ -95,7 +95,11 @@ void keep_temp_dir(const std::string& dir);     // keeps it (debugging): unlocke
                                                 // file, so a later start sweeps it after an hour
 
 // Paths (half-written temp files) the signal cleanup removes while they are registered.
-void register_temp_file(const std::string& path);
+// create_temp_file makes `tmpl` (mkostemp: it ends in XXXXXX, replaced by the name) and registers it
+// in one step under the cleanup's lock, so no signal can come between the two; returns the open
+// descriptor, or -1 with errno. Once a signal's cleanup has begun it never returns (the process is
+// ending), so nothing made after the cleanup is left behind.
+int create_temp_file(std::string& tmpl);
 void unregister_temp_file(const std::string& path);
 
 // Removes the driftgate temp dirs left by dead runs under the temp roots ($TMPDIR, /dev/shm, /tmp,
