@@ -428,6 +428,29 @@ std::string check_outputs(const TensorMap& outputs, const std::string& case_str,
   return msg;
 }
 
+namespace {
+
+// The most an honest outputs file of the case can hold: the op's outputs in the widest dtype (8
+// bytes), at least twice the inputs, plus 1 MiB of header. (Twice the inputs alone was too little
+// for a decode case, whose state output outweighs its few tokens of input: 17.8 MB of outputs
+// against 2.1 MB of inputs at B = 8, H = 32, K = V = 128.)
+int64_t max_output_bytes(const std::string& case_str, int64_t input_bytes) {
+  int64_t bytes = 2 * input_bytes;
+  const Case c = parse_case(case_str);
+  if (const OpSpec* op = find_op(c.op())) {
+    int64_t outputs = 0;
+    for (const auto& [name, shape] : op->output_shapes(c)) {
+      int64_t n = 8;
+      for (int64_t d : shape) n *= std::max<int64_t>(d, 1);
+      outputs += n;
+    }
+    bytes = std::max(bytes, outputs);
+  }
+  return bytes + (int64_t{1} << 20);
+}
+
+}  // namespace
+
 WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerResult r;
   std::optional<WorkerInputs> own_inputs;
@@ -457,7 +480,7 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
   const std::string changed = inputs.check_unchanged();
   if (!inputs.sealed())
     r.confinement += std::string(r.confinement.empty() ? "" : ", ") + "inputs: a private copy checked by SHA-256 (no sealed memfd)";
-  if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path, 2 * inputs.bytes() + (int64_t{1} << 20));
+  if (r.status == WorkerStatus::ok) read_report(r, report_path, out_path, max_output_bytes(req.case_str, inputs.bytes()));
   if (!changed.empty()) {
     if (r.status == WorkerStatus::ok) {
       r.checks.input_mutation = {CheckState::violated, changed};

@@ -93,6 +93,20 @@ TEST(Worker, OpsWithADriverRunThroughIt) {
     EXPECT_EQ(std::memcmp(r.outputs.at(name).bytes(), t.bytes(), t.nbytes()), 0) << name;
 }
 
+// A decode case's outputs (the whole state pool) outweigh its inputs (a few tokens) many times:
+// kda-decode-gpu's B = 8, H = 32, K = V = 128 case wrote 17.8 MB against 2.1 MB of inputs, and an
+// outputs-file limit of twice the inputs made the honest kernel INVALID there.
+TEST(Worker, ADecodeCaseWhoseStateOutweighsItsInputsIsRead) {
+  const std::string c = "kda_decode(T=2,B=8,H=8,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)";
+  WorkerRequest req = request("kda_decode_cpu_f32");
+  req.case_str = c;
+  req.inputs = generate_inputs(parse_case(c));
+  WorkerResult r = run_in_worker(req);
+  ASSERT_EQ(r.status, WorkerStatus::ok) << describe(r);
+  EXPECT_TRUE(r.checks.violated().empty()) << describe(r);
+  EXPECT_EQ(r.outputs.at("ht").numel(), 8 * 8 * 128 * 128);
+}
+
 TEST(Worker, OneRunSkipsTheDeterminismRule) {
   WorkerRequest req = request("kda_cheat_uninit");
   req.runs = 1;
