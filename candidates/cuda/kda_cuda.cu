@@ -362,6 +362,13 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+// The decay exp(g) of a decode step, rounded to f32 from CUDA's double exp (within 1 ulp of double):
+// within half an f32 ulp, as the host's expf the CPU decode kernels use. CUDA's own expf (ex2.approx on a
+// reduced argument, within 2 ulp) errs to one side for the small |g| of long memory (g ~ -5e-5,
+// decay 1 - 5e-5); the state carries that error from step to step, and on an H200 the decode
+// kernels' ht lost 2 bits against the CPU over 64 long_memory steps (19.7 against 21.7 bits). One
+// double exp per channel per step costs nothing next to the state's read and write.
+__device__ __forceinline__ float decay_of(float g) { return static_cast<float>(exp(static_cast<double>(g))); }
 __device__ __forceinline__ float bf(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
@@ -545,8 +552,8 @@ __device__ float decode_prologue(const DecodeArgs& A, int b, int hv, float* q, f
   for (int d = threadIdx.x; d < K; d += blockDim.x) {
     q[d] = bf(A.q, (int64_t(b) * A.H + h) * K + d);
     k[d] = bf(A.k, (int64_t(b) * A.H + h) * K + d);
-    decay[d] = expf(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
-                               A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
+    decay[d] = decay_of(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
+                                   A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
   }
   __syncthreads();
   prepare_qk(q, k, K, A.a, red);
@@ -706,8 +713,8 @@ __global__ void __launch_bounds__(kFusedThreads) kda_fused_kernel(FusedArgs A) {
     const int hv = h * group + gi;
     const float a_exp = A.A_log ? expf(A.A_log[hv]) : 1.0f;
     for (int d = threadIdx.x; d < K; d += blockDim.x)
-      decay[d] = expf(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
-                                 A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
+      decay[d] = decay_of(gate_value(A.a, bf(A.g, (int64_t(b) * A.HV + hv) * K + d), a_exp,
+                                     A.dt_bias ? A.dt_bias + int64_t(hv) * K : nullptr, d));
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
       const int64_t c = int64_t(hv) * V + j;
       v[j] = conv_channel(bf(A.xv, int64_t(b) * Cv + c), A.wv + c * W, A.cv + (slot * Cv + c) * (W - 1), W);
