@@ -456,6 +456,14 @@ int run_main(int argc, char** argv) {
   }
   va.min_bits_given = verify->get_option("--min-bits")->count() > 0;
   check_tmpdir();
+  for (const char* var : {"DRIFTGATE_SANDBOX_DISABLE", "DRIFTGATE_DEVICE_SANDBOX_DISABLE"})
+    if (const char* v = std::getenv(var)) {
+      try {
+        sandbox_relax_from_text(var, v);
+      } catch (const std::exception& e) {
+        throw InputError(e.what());
+      }
+    }
   if (*plugin_list) return plugin_list_main(pl_library, pl_report);
   // A timing worker granted fewer cores than the machine has pins itself before any candidate
   // code is loaded (harness/timing_worker.h).

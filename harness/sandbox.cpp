@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,6 +33,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 extern char** environ;
 
@@ -44,9 +46,38 @@ namespace fs = std::filesystem;
   throw std::runtime_error(fmt::format("sandbox: {}: {}", what, std::strerror(err)));
 }
 
-bool disabled(const char* what) {
-  const char* env = std::getenv("DRIFTGATE_SANDBOX_DISABLE");
-  return env && std::strstr(env, what) != nullptr;
+// A comma list of sandbox mechanisms (sandbox.h) -> the set it names; an unknown word throws.
+SandboxRelax parse_relax(const char* var, const char* text) {
+  SandboxRelax r;
+  std::string s = text ? text : "";
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    const std::string w = s.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (w.empty()) continue;
+    if (w == "namespaces") {
+      r.pidns = r.netns = true;
+    } else if (w == "pidns") {
+      r.pidns = true;
+    } else if (w == "netns") {
+      r.netns = true;
+    } else if (w == "landlock") {
+      r.landlock_fs = r.landlock_net = r.landlock_scope = true;
+    } else if (w == "landlock-fs") {
+      r.landlock_fs = true;
+    } else if (w == "landlock-net") {
+      r.landlock_net = true;
+    } else if (w == "landlock-scope") {
+      r.landlock_scope = true;
+    } else if (w != "none") {
+      throw std::runtime_error(fmt::format(
+          "{}: unknown sandbox mechanism '{}' (use a comma list of namespaces, pidns, netns, landlock, "
+          "landlock-fs, landlock-net, landlock-scope, or none)",
+          var, w));
+    }
+  }
+  return r;
 }
 
 // --- what the signal cleanup must undo ------------------------------------------------------------
@@ -96,25 +127,29 @@ bool add_path_rule(int ruleset, const std::string& path, uint64_t access) {
   return rc == 0;
 }
 
-// A ruleset that allows writes beneath `dir` only (see sandbox.h); -1 (abi 0) when Landlock is
-// missing or refused.
-int make_ruleset(const std::string& dir, int* abi_out) {
+// A ruleset of the parts asked for ('f' writes beneath `dir` only, 'n' no TCP, 's' the signal and
+// abstract-socket scope; see sandbox.h); -1 (abi 0) when Landlock is missing or refused, or when
+// none of the asked parts exists at this ABI.
+int make_ruleset(const std::string& dir, const std::string& parts, int* abi_out) {
   *abi_out = 0;
   const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, kCreateRulesetVersion);
   if (abi < 1) return -1;
+  const bool fs = parts.find('f') != std::string::npos, net = parts.find('n') != std::string::npos,
+             scope = parts.find('s') != std::string::npos;
   uint64_t write = kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar | kFsMakeDir | kFsMakeReg |
                    kFsMakeSock | kFsMakeFifo | kFsMakeBlock | kFsMakeSym;
   if (abi >= 2) write |= kFsRefer;
   if (abi >= 3) write |= kFsTruncate;
   const uint64_t file_write = kFsWriteFile | (abi >= 3 ? kFsTruncate : 0);
-  RulesetAttr attr{write, abi >= 4 ? kNetBindTcp | kNetConnectTcp : 0,
-                   abi >= 6 ? kScopeAbstractUnix | kScopeSignal : 0};
+  RulesetAttr attr{fs ? write : 0, net && abi >= 4 ? kNetBindTcp | kNetConnectTcp : 0,
+                   scope && abi >= 6 ? kScopeAbstractUnix | kScopeSignal : 0};
+  if (attr.handled_access_fs == 0 && attr.handled_access_net == 0 && attr.scoped == 0) return -1;
   const size_t size = abi >= 6 ? 24 : abi >= 4 ? 16 : 8;
   const long rs = ::syscall(SYS_landlock_create_ruleset, &attr, size, 0);
   if (rs < 0) return -1;
   const int ruleset = static_cast<int>(rs);
-  bool ok = add_path_rule(ruleset, dir, write) && add_path_rule(ruleset, "/dev/null", file_write);
-  if (ok) {
+  bool ok = !fs || (add_path_rule(ruleset, dir, write) && add_path_rule(ruleset, "/dev/null", file_write));
+  if (ok && fs) {
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator("/dev", ec))
       if (e.path().filename().string().rfind("nvidia", 0) == 0)
@@ -220,7 +255,8 @@ namespace {
 volatile sig_atomic_t g_parent_gone = 0;   // degraded mode: driftgate died (PR_SET_PDEATHSIG SIGTERM)
 }  // namespace
 
-// argv: EXE sandbox-init STATUS_FD DIR LANDLOCK(0|1) -- WORKER ARGV...
+// argv: EXE sandbox-init STATUS_FD DIR LANDLOCK -- WORKER ARGV...; LANDLOCK: the ruleset's parts,
+// "-" for none (make_ruleset).
 int sandbox_init_main(int argc, char** argv) {
   if (argc < 7 || std::strcmp(argv[5], "--") != 0) {
     std::fputs("driftgate sandbox-init: started by driftgate only\n", stderr);
@@ -228,7 +264,7 @@ int sandbox_init_main(int argc, char** argv) {
   }
   const int status_fd = std::atoi(argv[2]);
   const std::string dir = argv[3];
-  const bool landlock = argv[4][0] == '1';
+  const std::string landlock = std::strcmp(argv[4], "-") == 0 ? "" : argv[4];
   const bool in_namespace = ::getpid() == 1;
   if (!in_namespace) {
     // Degraded: we adopt every orphan of the worker's tree, and when driftgate dies (SIGTERM
@@ -240,8 +276,16 @@ int sandbox_init_main(int argc, char** argv) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
     if (::getppid() == 1) g_parent_gone = 1;
   }
+  // In a PID namespace (cloned with a mount namespace too), a /proc of that namespace: pids and
+  // thread ids there are the ones getpid() and gettid() give (the CUDA driver names its threads
+  // through /proc/self/task/TID/comm), and no process outside is listed. Mounts are made private
+  // first, so nothing propagates back to driftgate's /proc.
+  int own_proc = 0;
+  if (in_namespace && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+      ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
+    own_proc = 1;
   int abi = 0;
-  const int ruleset = landlock ? make_ruleset(dir, &abi) : -1;
+  const int ruleset = landlock.empty() ? -1 : make_ruleset(dir, landlock, &abi);
 
   // A close-on-exec pipe tells us when the worker has exec'd: only then is it reported as running.
   int exec_pipe[2] = {-1, -1};
@@ -276,7 +320,7 @@ int sandbox_init_main(int argc, char** argv) {
     }
     ::close(exec_pipe[0]);
   }
-  write_all(status_fd, fmt::format("R {} {}\n", abi, worker));
+  write_all(status_fd, fmt::format("R {} {} {}\n", abi, worker, own_proc));
   int worker_status = 0;
   for (;;) {
     int st = 0;
@@ -296,11 +340,67 @@ int sandbox_init_main(int argc, char** argv) {
 }
 
 // --- the parent -------------------------------------------------------------------------------------
+namespace {
+
+// What a device worker's sandbox leaves out (sandbox.h: "Device workers").
+constexpr const char* kDeviceRelax = "landlock-fs";
+
+SandboxRelax relax_for(const SandboxSpec& spec) {
+  const char* env = std::getenv("DRIFTGATE_SANDBOX_DISABLE");
+  SandboxRelax r = parse_relax("DRIFTGATE_SANDBOX_DISABLE", env);
+  if (spec.device) {
+    const char* dev = std::getenv("DRIFTGATE_DEVICE_SANDBOX_DISABLE");
+    const SandboxRelax d = parse_relax("DRIFTGATE_DEVICE_SANDBOX_DISABLE", dev ? dev : kDeviceRelax);
+    r.pidns |= d.pidns;
+    r.netns |= d.netns;
+    r.landlock_fs |= d.landlock_fs;
+    r.landlock_net |= d.landlock_net;
+    r.landlock_scope |= d.landlock_scope;
+  }
+  return r;
+}
+
+// Row text of what held: "pid+net namespace, landlock abi 7", "pid namespace, landlock abi 7 (no
+// net rules, no scope: device worker)", "subreaper (no namespaces: disabled), no landlock (disabled)".
+std::string confinement_text(bool pidns, bool netns, const std::string& degraded_why, const SandboxRelax& relax,
+                             bool want_landlock, int abi, bool device) {
+  std::string t = pidns && netns ? "pid+net namespace"
+                  : pidns        ? "pid namespace"
+                  : netns        ? "net namespace, subreaper"
+                                 : fmt::format("subreaper (no namespaces: {})", degraded_why);
+  if (!want_landlock) {
+    t += ", no landlock (disabled)";
+  } else if (abi > 0) {
+    t += fmt::format(", landlock abi {}", abi);
+    std::vector<std::string> off;
+    if (relax.landlock_fs) off.push_back("writes not confined");
+    if (relax.landlock_net && abi >= 4) off.push_back("no tcp rules");
+    if (relax.landlock_scope && abi >= 6) off.push_back("no scope");
+    if (!off.empty()) t += fmt::format(" ({})", fmt::join(off, ", "));
+  } else if (abi == 0) {
+    t += relax.landlock_fs ? ", no landlock (unavailable)" : ", no landlock (unavailable: writes not confined)";
+  }
+  if (device) t += "; device worker";
+  return t;
+}
+
+}  // namespace
+
+SandboxRelax sandbox_relax_from_text(const std::string& var, const std::string& text) {
+  return parse_relax(var.c_str(), text.c_str());
+}
+
 SandboxResult run_sandboxed(const SandboxSpec& spec) {
   // The init is the worker's own executable (driftgate: it knows the sandbox-init verb).
   const std::string exe = spec.argv.at(0);
   SandboxResult r;
-  const bool want_namespaces = !disabled("namespaces"), want_landlock = !disabled("landlock");
+  const SandboxRelax relax = relax_for(spec);
+  const bool want_pidns = !relax.pidns, want_netns = !relax.netns;
+  std::string landlock_parts;
+  if (!relax.landlock_fs) landlock_parts += 'f';
+  if (!relax.landlock_net) landlock_parts += 'n';
+  if (!relax.landlock_scope) landlock_parts += 's';
+  const bool want_landlock = !landlock_parts.empty();
 
   int outp[2], stp[2];
   if (::pipe2(outp, O_CLOEXEC) != 0) fail_errno("pipe", errno);
@@ -321,7 +421,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   int base = 3 + n + 1;
   for (int fd : src) base = std::max(base, fd + 1);
   std::vector<std::string> args = {exe, "sandbox-init", std::to_string(3 + n), spec.dir,
-                                   want_landlock ? "1" : "0", "--"};
+                                   want_landlock ? landlock_parts : "-", "--"};
   args.insert(args.end(), spec.argv.begin(), spec.argv.end());
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
@@ -335,14 +435,17 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   std::vector<int> high(src.size());
   const pid_t parent = ::getpid();
 
-  bool in_namespace = want_namespaces;
-  std::string degraded_why = want_namespaces ? "" : "disabled";
+  // in_namespace: the init is PID 1 of its own PID namespace (the containment sandbox.h describes);
+  // otherwise it is a subreaper.
+  bool in_namespace = want_pidns, in_netns = want_netns;
+  std::string degraded_why = want_pidns || want_netns ? "" : "disabled";
   long pid = -1;
-  if (want_namespaces) {
-    pid = ::syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (want_pidns || want_netns) {
+    const unsigned long flags = (want_pidns ? CLONE_NEWPID | CLONE_NEWNS : 0UL) | (want_netns ? CLONE_NEWNET : 0UL);
+    pid = ::syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
     if (pid < 0) {
       degraded_why = std::strerror(errno);
-      in_namespace = false;
+      in_namespace = in_netns = false;
     }
   }
   if (pid < 0) pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
@@ -378,7 +481,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   Tail tail;
   std::string status_text;
   bool out_open = true, status_open = true, started = false, have_worker_status = false;
-  int abi = -1, worker_status = 0;
+  int abi = -1, worker_status = 0, own_proc = 0;
   pid_t worker = 0;
   auto read_status = [&] {
     if (!status_open) return;
@@ -390,7 +493,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
       if (line.rfind("R ", 0) == 0 && !started) {
         started = true;
         int inner = 0;
-        std::sscanf(line.c_str() + 2, "%d %d", &abi, &inner);
+        std::sscanf(line.c_str() + 2, "%d %d %d", &abi, &inner, &own_proc);
         worker = outer_pid_of(init, inner, in_namespace);
         if (worker > 0 && !in_namespace) {
           track_kill(worker, true);
@@ -454,13 +557,8 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     r.wait_status = init_status;   // the init itself failed (it could not start the worker)
   r.output_tail = tail.text();
   r.output_dropped = tail.dropped;
-  r.confinement = in_namespace ? "pid+net namespace" : fmt::format("subreaper (no namespaces: {})", degraded_why);
-  if (!want_landlock)
-    r.confinement += ", no landlock (disabled)";
-  else if (abi > 0)
-    r.confinement += fmt::format(", landlock abi {}", abi);
-  else if (abi == 0)
-    r.confinement += ", no landlock (unavailable: writes not confined)";
+  r.confinement = confinement_text(in_namespace, in_netns, degraded_why, relax, want_landlock, abi, spec.device);
+  if (in_namespace && started && !own_proc) r.confinement += "; no /proc of its own";
   return r;
 }
 

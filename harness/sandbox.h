@@ -4,7 +4,8 @@
 //
 // Containment (nothing a candidate starts outlives its row):
 //   driftgate clones a small init of its own (`driftgate sandbox-init`, a hidden verb handled before
-//   anything else in main) into a new PID namespace and a new network namespace. The init is PID 1
+//   anything else in main) into a new PID namespace, a new network namespace and a new mount
+//   namespace (for its own /proc, below). The init is PID 1
 //   there; it forks the real worker (never PID 1 itself: PID 1 ignores the signals it sends itself,
 //   so abort() would not end it), reaps every process that ends in the namespace, reports the
 //   worker's exact wait status to driftgate on a pipe only the init holds, and exits when the worker
@@ -35,9 +36,27 @@
 // last kTailBytes are kept, with the count of bytes dropped (a candidate that writes gigabytes costs
 // no disk and no memory).
 //
+// Device workers (a candidate of backend "cuda", SandboxSpec::device): the CUDA driver names its
+// threads by writing /proc/self/task/TID/comm, which Landlock's write rules refuse (on an H200 every
+// CUDA row was NOT_SUPPORTED, "OS call failed"; scripts/gpu-check.sh probes each mechanism alone
+// and straces the failed calls). A device worker's sandbox leaves out the mechanisms in
+// kDeviceRelax (sandbox.cpp): Landlock's write rules, nothing else (namespaces, Landlock's TCP and
+// scope rules stay). An operator may set another list with DRIFTGATE_DEVICE_SANDBOX_DISABLE (same
+// words as below; "none" keeps everything). The row's confinement ends in "; device worker".
+//
+// Own /proc: with a PID namespace the init is cloned into a mount namespace too, makes every mount
+// private and mounts a procfs of its PID namespace on /proc, so pids and thread ids under /proc are
+// the ones the worker's getpid()/gettid() give (in the host's /proc the driver's
+// /proc/self/task/TID is not found), and nothing outside the sandbox is listed. Where that mount
+// fails the row says "no /proc of its own".
+//
 // What held is one string, as on the row (Record::confinement): "pid+net namespace, landlock abi 7",
-// "subreaper, no landlock", ... Tests force the degraded modes with DRIFTGATE_SANDBOX_DISABLE, a
-// comma list of "namespaces" and "landlock".
+// "pid namespace, landlock abi 7 (no tcp rules, no scope); device worker", "subreaper (no
+// namespaces: disabled), no landlock (disabled)", ... DRIFTGATE_SANDBOX_DISABLE (for tests and
+// diagnosis) leaves mechanisms out for every worker: a comma list of namespaces (= pidns,netns),
+// pidns, netns, landlock (= landlock-fs,landlock-net,landlock-scope), landlock-fs, landlock-net,
+// landlock-scope; an unknown word is bad input (exit 2). Without the PID namespace the init is a
+// subreaper (the degraded containment above), with or without the network namespace.
 //
 // Temp dirs and signals: every worker directory ("driftgate-worker-XXXXXX") holds a lock file
 // (flock, held by the driftgate that made it). sweep_stale_temp_dirs() (called at every start)
@@ -60,6 +79,15 @@ namespace dg {
 
 inline constexpr size_t kTailBytes = 4096;
 
+// Sandbox mechanisms left out (DRIFTGATE_SANDBOX_DISABLE, and a device worker's own list).
+struct SandboxRelax {
+  bool pidns = false, netns = false;                                  // the PID / network namespace
+  bool landlock_fs = false, landlock_net = false, landlock_scope = false;   // Landlock's parts
+};
+// Parses a comma list (namespaces, pidns, netns, landlock, landlock-fs, landlock-net,
+// landlock-scope, none) read from `var`; throws std::runtime_error naming var and an unknown word.
+SandboxRelax sandbox_relax_from_text(const std::string& var, const std::string& text);
+
 struct SandboxSpec {
   std::vector<std::string> argv;   // the worker's command line; argv[0] an absolute path to driftgate
                                    // (it also runs the init)
@@ -68,6 +96,7 @@ struct SandboxSpec {
   double wall_seconds = 0;         // > 0: SIGKILL the whole sandbox after this long
   std::function<void(pid_t)> on_start;   // called from the waiting thread with the worker's pid (as
                                          // driftgate sees it) once the worker runs
+  bool device = false;             // the worker drives a GPU: the device profile (above) applies
 };
 
 struct SandboxResult {

@@ -422,6 +422,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   }
   WorkerLimits lim;
   lim.wall_seconds = req.wall_seconds > 0 ? req.wall_seconds : req.max_time_s * 4 + 120;
+  for (const std::string& c : req.candidates) lim.device = lim.device || is_device_candidate(c);
   std::string report;
   ChannelServer server;
   WorkerChannels ch;

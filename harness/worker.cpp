@@ -261,6 +261,7 @@ static void run_and_classify(const std::vector<std::string>& argv, const std::st
   spec.fds = channels.fds;
   spec.wall_seconds = lim.wall_seconds;
   spec.on_start = channels.on_start;
+  spec.device = lim.device;
   const SandboxResult s = run_sandboxed(spec);
   const rusage& ru = s.usage;
   r.wall_seconds = s.wall_seconds;
@@ -451,6 +452,11 @@ int64_t max_output_bytes(const std::string& case_str, int64_t input_bytes) {
 
 }  // namespace
 
+bool is_device_candidate(const std::string& name) {
+  const Candidate* c = find_candidate(name);
+  return c && c->info().backend == "cuda";
+}
+
 WorkerResult run_in_worker(const WorkerRequest& req) {
   WorkerResult r;
   std::optional<WorkerInputs> own_inputs;
@@ -460,7 +466,8 @@ WorkerResult run_in_worker(const WorkerRequest& req) {
   r.temp_dir = dir.path;
   const std::string out_path = dir.path + "/out.safetensors", report_path = dir.path + "/report.json";
 
-  const WorkerLimits& lim = req.limits;
+  WorkerLimits lim = req.limits;
+  lim.device = lim.device || is_device_candidate(req.candidate);
   const double cpu_limit = cpu_limit_of(lim);
   std::vector<std::string> argv = {req.exe.empty() ? self_exe() : req.exe,
                                    "worker",

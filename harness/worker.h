@@ -70,7 +70,11 @@ struct WorkerLimits {
   double wall_seconds = 600;                    // <= 0: no wall limit
   int64_t memory_bytes = int64_t{8} << 30;      // RLIMIT_AS of the worker (not for cuda candidates); <= 0: none
   double cpu_seconds = 0;                       // RLIMIT_CPU; 0: wall_seconds * cores; < 0: none
+  bool device = false;                          // drives a GPU: the sandbox's device profile (sandbox.h)
 };
+
+// Whether the named candidate drives a GPU (backend "cuda"), so its worker needs the device profile.
+bool is_device_candidate(const std::string& name);
 
 struct WorkerRequest {
   std::string exe;                  // the driftgate executable; empty: this one (/proc/self/exe)

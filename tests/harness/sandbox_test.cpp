@@ -252,8 +252,9 @@ TEST(SealedInputs, WithoutMemfdOrLandlockARewriterIsInvalidAndHarmsNobody) {
     ASSERT_EQ(k.at("records").size(), 3u) << v.err;
     const auto& first = k.at("records")[0];
     // As root, with Landlock off, nothing refuses the write: the digest must catch it.
-    if ((in_worker && ::geteuid() == 0) || first.at("disposition") == "INVALID")
+    if ((in_worker && ::geteuid() == 0) || first.at("disposition") == "INVALID") {
       EXPECT_THAT(first.at("reason").get<std::string>(), HasSubstr("inputs file changed during the run")) << first.dump();
+    }
     for (size_t i = 1; i < 3; ++i) EXPECT_EQ(k.at("records")[i].at("disposition"), "PASSED") << k.at("records")[i].dump();
     std::filesystem::remove(json);
   };
@@ -407,6 +408,93 @@ TEST(Confinement, TheCandidateHasNoNetwork) {
       "kda_exec_net_f32", {"--exec", "kda_exec_net_f32=sh -c 'echo interfaces: $(grep -c : /proc/net/dev); exit 1' {in} {out}"}));
   EXPECT_THAT(r.message, HasSubstr("interfaces: 1")) << describe(r);
   EXPECT_THAT(r.confinement, HasSubstr("net namespace"));
+}
+
+TEST(Confinement, ADeviceWorkerLeavesOutOnlyItsListedMechanisms) {
+  // The device profile (sandbox.h) leaves out Landlock's write rules, which keep the CUDA driver
+  // from naming its threads (a write to /proc/self/task/TID/comm), and nothing else: the network is
+  // still cut, it is still in its PID namespace, whose /proc names its threads by the ids they
+  // know, and a setsid daemon still dies with its row.
+  EXPECT_TRUE(is_device_candidate("kda_decode_cuda_f32state"));
+  EXPECT_FALSE(is_device_candidate("kda_decode_cpu_f32"));
+  EXPECT_FALSE(is_device_candidate("no_such_candidate"));
+  const std::string name_threads =
+      "kda_exec_name_f32=sh -c 'echo interfaces: $(grep -c : /proc/net/dev); "
+      "for t in /proc/$$/task/*; do echo dg > $t/comm || exit 3; done; echo named: $(cat /proc/$$/comm); exit 1' {in} {out}";
+  WorkerRequest req = request("kda_exec_name_f32", {"--exec", name_threads});
+  req.limits.device = true;
+  WorkerResult r = run_in_worker(req);
+  EXPECT_THAT(r.message, HasSubstr("interfaces: 1")) << describe(r);
+  EXPECT_THAT(r.message, HasSubstr("named: dg")) << describe(r);
+  EXPECT_THAT(r.confinement, HasSubstr("pid+net namespace, landlock abi"));
+  EXPECT_THAT(r.confinement, HasSubstr("(writes not confined); device worker"));
+  {
+    Marker m("daemon-device");
+    WorkerRequest d = request("kda_cheat_setsid_daemon");
+    d.limits.device = true;
+    WorkerResult dr = run_in_worker(d);
+    EXPECT_EQ(dr.status, WorkerStatus::ok) << describe(dr);
+    EXPECT_TRUE(none_survive(m.value));
+  }
+  {
+    // The whole sandbox (as a CPU candidate has it): the same write is refused.
+    EnvVar all("DRIFTGATE_DEVICE_SANDBOX_DISABLE", "none");
+    WorkerResult full = run_in_worker(req);
+    EXPECT_THAT(full.message, Not(HasSubstr("named:"))) << describe(full);
+    EXPECT_THAT(full.confinement, HasSubstr("pid+net namespace, landlock abi"));
+    EXPECT_THAT(full.confinement, Not(HasSubstr("(")));
+  }
+  WorkerResult cpu = run_in_worker(request("kda_cpu_recurrent_f32"));
+  EXPECT_THAT(cpu.confinement, HasSubstr("pid+net namespace"));
+  EXPECT_THAT(cpu.confinement, Not(HasSubstr("device worker")));
+}
+
+TEST(Confinement, TheCandidateSeesOnlyItsOwnNamespacesProcesses) {
+  // Its /proc is its PID namespace's: the init, the worker and what they started; nothing of
+  // driftgate or the rest of the machine.
+  WorkerResult r = run_in_worker(request(
+      "kda_exec_ps_f32", {"--exec", "kda_exec_ps_f32=sh -c 'echo processes: $(ls -d /proc/[0-9]* | wc -l) self: $$; exit 1' {in} {out}"}));
+  const size_t at = r.message.find("processes: ");
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  EXPECT_LE(std::stoi(r.message.substr(at + 11)), 8) << describe(r);
+  EXPECT_THAT(r.message, Not(HasSubstr(" self: " + std::to_string(::getpid()))));
+  EXPECT_THAT(r.confinement, Not(HasSubstr("no /proc of its own")));
+}
+
+TEST(Confinement, EachMechanismCanBeLeftOutAlone) {
+  // DRIFTGATE_SANDBOX_DISABLE's finer words (the GPU check's diagnosis runs through them), and
+  // containment without the PID namespace: the setsid daemon canary is still killed when its
+  // worker ends (the init is a subreaper).
+  struct Want {
+    const char* words;
+    const char* confinement;
+  };
+  for (const Want& w : {Want{"pidns", "net namespace, subreaper, landlock abi"},
+                        Want{"netns", "pid namespace, landlock abi"},
+                        Want{"landlock-fs", "(writes not confined"},
+                        Want{"landlock-fs,landlock-net,landlock-scope", "no landlock (disabled)"}}) {
+    EnvVar off("DRIFTGATE_SANDBOX_DISABLE", w.words);
+    WorkerResult r = run_in_worker(request("kda_cpu_recurrent_f32"));
+    ASSERT_EQ(r.status, WorkerStatus::ok) << w.words << ": " << describe(r);
+    EXPECT_THAT(r.confinement, HasSubstr(w.confinement)) << w.words;
+  }
+  {
+    Marker m("daemon-pidns");
+    EnvVar off("DRIFTGATE_SANDBOX_DISABLE", "pidns");
+    WorkerResult d = run_in_worker(request("kda_cheat_setsid_daemon"));
+    EXPECT_EQ(d.status, WorkerStatus::ok) << describe(d);
+    EXPECT_TRUE(none_survive(m.value));
+  }
+  EnvVar bad("DRIFTGATE_SANDBOX_DISABLE", "namespaces,landlok");
+  try {
+    run_in_worker(request("kda_cpu_recurrent_f32"));
+    ADD_FAILURE() << "an unknown mechanism was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("DRIFTGATE_SANDBOX_DISABLE: unknown sandbox mechanism 'landlok'"));
+  }
+  testing::CliResult v = testing::run_driftgate("list candidates");
+  EXPECT_EQ(v.rc, 2) << v.err;
+  EXPECT_THAT(v.err, HasSubstr("unknown sandbox mechanism 'landlok'"));
 }
 
 // --- output cap ---------------------------------------------------------------------------------------
