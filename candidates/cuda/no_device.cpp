@@ -4,12 +4,15 @@
 #include "candidates/cuda/kda_cuda.h"
 #include "harness/registry.h"
 
+#include <stdexcept>
+
 namespace dg {
 namespace {
 const char* kReason = "built without CUDA (configure with nvcc on PATH or -DDRIFTGATE_CUDA=ON)";
 }
 
 CudaStatus cuda_status() { return {false, kReason, ""}; }
+CopyBandwidth cuda_copy_bandwidth(size_t, int) { throw std::runtime_error(kReason); }
 
 void kda_decode_cuda_f32state(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void kda_decode_cuda_f32state_fused(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
