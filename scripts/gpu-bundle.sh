@@ -15,6 +15,8 @@ bash "$root/scripts/build.sh" -DDRIFTGATE_CUDA=ON >/dev/null
 rm -rf "$dir"
 mkdir -p "$dir/bin" "$dir/lib"
 cp "$build/driftgate" "$build/tests/cuda_device_test" "$build/tests/cuda_kda_test" "$dir/bin/"
+# strace, where this machine has it: gpu-check.sh traces the sandbox's failed calls with it.
+if [ -x /usr/bin/strace ]; then cp /usr/bin/strace "$dir/bin/"; fi
 for b in "$dir"/bin/*; do
   ldd "$b" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
