@@ -127,8 +127,9 @@ bool add_path_rule(int ruleset, const std::string& path, uint64_t access) {
   return rc == 0;
 }
 
-// A ruleset of the parts asked for ('f' writes beneath `dir` only, 'n' no TCP, 's' the signal and
-// abstract-socket scope; see sandbox.h); -1 (abi 0) when Landlock is missing or refused, or when
+// A ruleset of the parts asked for ('f' writes beneath `dir` only, 'p' and writes to files beneath
+// /proc (a device worker's, once harden_proc() made all but the processes' own files read-only),
+// 'n' no TCP, 's' the signal and abstract-socket scope; see sandbox.h); -1 (abi 0) when Landlock is missing or refused, or when
 // none of the asked parts exists at this ABI.
 int make_ruleset(const std::string& dir, const std::string& parts, int* abi_out) {
   *abi_out = 0;
@@ -149,6 +150,7 @@ int make_ruleset(const std::string& dir, const std::string& parts, int* abi_out)
   if (rs < 0) return -1;
   const int ruleset = static_cast<int>(rs);
   bool ok = !fs || (add_path_rule(ruleset, dir, write) && add_path_rule(ruleset, "/dev/null", file_write));
+  if (ok && fs && parts.find('p') != std::string::npos) ok = add_path_rule(ruleset, "/proc", file_write);
   if (ok && fs) {
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator("/dev", ec))
@@ -248,6 +250,32 @@ bool drain(int fd, const std::function<void(const char*, size_t)>& sink) {
   }
 }
 
+// Every entry of the own /proc that is not a process's (sys, sysrq-trigger, irq, bus, driver, ...)
+// bind-mounted read-only over itself: what a device worker may write beneath /proc is then the
+// files of the processes in its own PID namespace (their comm, ...). Landlock forbids the worker
+// to unmount them. False when any of them could not be made read-only.
+bool harden_proc() {
+  DIR* d = ::opendir("/proc");
+  if (!d) return false;
+  std::vector<std::string> entries;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "." || n == ".." || std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    entries.push_back("/proc/" + n);
+  }
+  ::closedir(d);
+  for (const std::string& p : entries) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;   // self, thread-self, mounts, net
+    if (::mount(p.c_str(), p.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, p.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                nullptr) != 0)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // --- the init ---------------------------------------------------------------------------------------
@@ -284,8 +312,20 @@ int sandbox_init_main(int argc, char** argv) {
   if (in_namespace && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
       ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
     own_proc = 1;
+  // A device worker may write files beneath its own /proc (the CUDA driver names its threads there)
+  // once all else there is read-only; where that cannot be made so, its writes are not confined.
+  std::string parts = landlock;
+  int proc_writes = 0;   // 1: granted beneath a hardened /proc; 2: asked but not possible, fs rules off
+  if (parts.find('p') != std::string::npos) {
+    if (own_proc && harden_proc()) {
+      proc_writes = 1;
+    } else {
+      proc_writes = 2;
+      parts.erase(std::remove_if(parts.begin(), parts.end(), [](char c) { return c == 'f' || c == 'p'; }), parts.end());
+    }
+  }
   int abi = 0;
-  const int ruleset = landlock.empty() ? -1 : make_ruleset(dir, landlock, &abi);
+  const int ruleset = parts.empty() ? -1 : make_ruleset(dir, parts, &abi);
 
   // A close-on-exec pipe tells us when the worker has exec'd: only then is it reported as running.
   int exec_pipe[2] = {-1, -1};
@@ -320,7 +360,7 @@ int sandbox_init_main(int argc, char** argv) {
     }
     ::close(exec_pipe[0]);
   }
-  write_all(status_fd, fmt::format("R {} {} {}\n", abi, worker, own_proc));
+  write_all(status_fd, fmt::format("R {} {} {} {}\n", abi, worker, own_proc, proc_writes));
   int worker_status = 0;
   for (;;) {
     int st = 0;
@@ -343,7 +383,7 @@ int sandbox_init_main(int argc, char** argv) {
 namespace {
 
 // What a device worker's sandbox leaves out (sandbox.h: "Device workers").
-constexpr const char* kDeviceRelax = "landlock-fs";
+constexpr const char* kDeviceRelax = "none";
 
 SandboxRelax relax_for(const SandboxSpec& spec) {
   const char* env = std::getenv("DRIFTGATE_SANDBOX_DISABLE");
@@ -361,9 +401,9 @@ SandboxRelax relax_for(const SandboxSpec& spec) {
 }
 
 // Row text of what held: "pid+net namespace, landlock abi 7", "pid namespace, landlock abi 7 (no
-// net rules, no scope: device worker)", "subreaper (no namespaces: disabled), no landlock (disabled)".
+// tcp rules, no scope)", "subreaper (no namespaces: disabled), no landlock (disabled)".
 std::string confinement_text(bool pidns, bool netns, const std::string& degraded_why, const SandboxRelax& relax,
-                             bool want_landlock, int abi, bool device) {
+                             bool want_landlock, int abi) {
   std::string t = pidns && netns ? "pid+net namespace"
                   : pidns        ? "pid namespace"
                   : netns        ? "net namespace, subreaper"
@@ -380,7 +420,6 @@ std::string confinement_text(bool pidns, bool netns, const std::string& degraded
   } else if (abi == 0) {
     t += relax.landlock_fs ? ", no landlock (unavailable)" : ", no landlock (unavailable: writes not confined)";
   }
-  if (device) t += "; device worker";
   return t;
 }
 
@@ -397,7 +436,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   const SandboxRelax relax = relax_for(spec);
   const bool want_pidns = !relax.pidns, want_netns = !relax.netns;
   std::string landlock_parts;
-  if (!relax.landlock_fs) landlock_parts += 'f';
+  if (!relax.landlock_fs) landlock_parts += spec.device ? "fp" : "f";
   if (!relax.landlock_net) landlock_parts += 'n';
   if (!relax.landlock_scope) landlock_parts += 's';
   const bool want_landlock = !landlock_parts.empty();
@@ -481,7 +520,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   Tail tail;
   std::string status_text;
   bool out_open = true, status_open = true, started = false, have_worker_status = false;
-  int abi = -1, worker_status = 0, own_proc = 0;
+  int abi = -1, worker_status = 0, own_proc = 0, proc_writes = 0;
   pid_t worker = 0;
   auto read_status = [&] {
     if (!status_open) return;
@@ -493,7 +532,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
       if (line.rfind("R ", 0) == 0 && !started) {
         started = true;
         int inner = 0;
-        std::sscanf(line.c_str() + 2, "%d %d %d", &abi, &inner, &own_proc);
+        std::sscanf(line.c_str() + 2, "%d %d %d %d", &abi, &inner, &own_proc, &proc_writes);
         worker = outer_pid_of(init, inner, in_namespace);
         if (worker > 0 && !in_namespace) {
           track_kill(worker, true);
@@ -557,8 +596,11 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     r.wait_status = init_status;   // the init itself failed (it could not start the worker)
   r.output_tail = tail.text();
   r.output_dropped = tail.dropped;
-  r.confinement = confinement_text(in_namespace, in_netns, degraded_why, relax, want_landlock, abi, spec.device);
+  r.confinement = confinement_text(in_namespace, in_netns, degraded_why, relax, want_landlock, abi);
+  if (proc_writes == 1) r.confinement += " + its processes' /proc files";
+  if (proc_writes == 2) r.confinement += ", writes not confined (no read-only /proc for the device driver)";
   if (in_namespace && started && !own_proc) r.confinement += "; no /proc of its own";
+  if (spec.device) r.confinement += "; device worker";
   return r;
 }
 

@@ -37,12 +37,16 @@
 // no disk and no memory).
 //
 // Device workers (a candidate of backend "cuda", SandboxSpec::device): the CUDA driver names its
-// threads by writing /proc/self/task/TID/comm, which Landlock's write rules refuse (on an H200 every
-// CUDA row was NOT_SUPPORTED, "OS call failed"; scripts/gpu-check.sh probes each mechanism alone
-// and straces the failed calls). A device worker's sandbox leaves out the mechanisms in
-// kDeviceRelax (sandbox.cpp): Landlock's write rules, nothing else (namespaces, Landlock's TCP and
-// scope rules stay). An operator may set another list with DRIFTGATE_DEVICE_SANDBOX_DISABLE (same
-// words as below; "none" keeps everything). The row's confinement ends in "; device worker".
+// threads by writing /proc/self/task/TID/comm, which Landlock's write rules refused (on an H200
+// every CUDA row was NOT_SUPPORTED, "OS call failed"; scripts/gpu-check.sh probes each mechanism
+// alone and straces the failed calls). A device worker's init therefore makes every entry of its
+// own /proc that is not a process's read-only (bind mounts; Landlock forbids the worker to unmount
+// them) and its Landlock rules also allow writing files beneath /proc: what it may write there is
+// the files of the processes of its own PID namespace. Everything else holds as for any worker.
+// Where /proc cannot be made so (no own /proc: no PID namespace), the device worker's writes are
+// not confined and the row says so. kDeviceRelax (sandbox.cpp, "none") lists mechanisms a device
+// worker leaves out on top; an operator may set another list with DRIFTGATE_DEVICE_SANDBOX_DISABLE
+// (same words as below). The row's confinement ends in "; device worker".
 //
 // Own /proc: with a PID namespace the init is cloned into a mount namespace too, makes every mount
 // private and mounts a procfs of its PID namespace on /proc, so pids and thread ids under /proc are

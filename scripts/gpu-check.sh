@@ -136,13 +136,18 @@ echo "== sandbox-matrix: a CUDA verify under each sandbox setting (sandbox-matri
 } >"$out/sandbox-matrix.txt" 2>&1
 cat "$out/sandbox-matrix.txt" | tee -a "$summary"
 if [ -x "$bin/strace" ]; then
-  # Each mechanism alone (the other off): the calls it makes fail.
-  for w in pidns landlock; do
-    env DRIFTGATE_SANDBOX_DISABLE="$w" DRIFTGATE_DEVICE_SANDBOX_DISABLE=none timeout 60 "$bin/strace" -f -Z -qq \
-      -o "$out/strace-without-$w.txt" "$dg" verify --case "$probe_case" --candidate kda_decode_cuda_f32state >/dev/null 2>&1
+  # The device profile, then each mechanism alone (the other off): the calls that fail.
+  for w in device-profile pidns landlock; do
+    if [ "$w" = device-profile ]; then
+      cmd=(env -u DRIFTGATE_SANDBOX_DISABLE)
+    else
+      cmd=(env DRIFTGATE_SANDBOX_DISABLE="$w" DRIFTGATE_DEVICE_SANDBOX_DISABLE=none)
+    fi
+    "${cmd[@]}" timeout 60 "$bin/strace" -f -Z -qq -o "$out/strace-without-$w.txt" \
+      "$dg" verify --case "$probe_case" --candidate kda_decode_cuda_f32state >/dev/null 2>&1
     grep -vE 'ENOENT|EAGAIN|ECHILD|EINTR|ERESTART|ENOTTY|SIGCHLD|rt_sigaction\(SIG(KILL|STOP)' "$out/strace-without-$w.txt" \
       | tail -80 >"$out/strace-failed-without-$w.txt"
-    echo "   failed calls of a CUDA worker with all but $w (ENOENT and the like left out): strace-failed-without-$w.txt" \
+    echo "   failed calls of a CUDA worker ($w; ENOENT and the like left out): strace-failed-without-$w.txt" \
       | tee -a "$summary"
     cat "$out/strace-failed-without-$w.txt" >>"$summary"
   done

@@ -410,24 +410,36 @@ TEST(Confinement, TheCandidateHasNoNetwork) {
   EXPECT_THAT(r.confinement, HasSubstr("net namespace"));
 }
 
-TEST(Confinement, ADeviceWorkerLeavesOutOnlyItsListedMechanisms) {
-  // The device profile (sandbox.h) leaves out Landlock's write rules, which keep the CUDA driver
-  // from naming its threads (a write to /proc/self/task/TID/comm), and nothing else: the network is
-  // still cut, it is still in its PID namespace, whose /proc names its threads by the ids they
-  // know, and a setsid daemon still dies with its row.
+TEST(Confinement, ADeviceWorkerMayWriteOnlyItsOwnProcessesProcFiles) {
+  // The CUDA driver names its threads through /proc/self/task/TID/comm (sandbox.h). A device worker
+  // may write files beneath its own /proc, where everything but its namespace's processes is
+  // read-only; elsewhere its writes stay confined, the network stays cut, a setsid daemon still
+  // dies with its row, and the row says what held.
   EXPECT_TRUE(is_device_candidate("kda_decode_cuda_f32state"));
   EXPECT_FALSE(is_device_candidate("kda_decode_cpu_f32"));
   EXPECT_FALSE(is_device_candidate("no_such_candidate"));
-  const std::string name_threads =
+  const std::string target = ::testing::TempDir() + "/dg_sandbox_device.json";
+  { std::ofstream(target) << "{}\n"; }
+  EnvVar t("DG_CANARY_TARGET", target);
+  const std::string probe =
       "kda_exec_name_f32=sh -c 'echo interfaces: $(grep -c : /proc/net/dev); "
-      "for t in /proc/$$/task/*; do echo dg > $t/comm || exit 3; done; echo named: $(cat /proc/$$/comm); exit 1' {in} {out}";
-  WorkerRequest req = request("kda_exec_name_f32", {"--exec", name_threads});
+      "for t in /proc/$$/task/*; do echo dg > $t/comm || exit 3; done; echo named: $(cat /proc/$$/comm); "
+      "(echo 1 > /proc/sys/vm/drop_caches) 2>/dev/null && echo sysctl: WRITTEN || echo sysctl: refused; "
+      "(echo x > \"$DG_CANARY_TARGET\") 2>/dev/null && echo outside: WRITTEN || echo outside: refused; exit 1' {in} {out}";
+  WorkerRequest req = request("kda_exec_name_f32", {"--exec", probe});
   req.limits.device = true;
   WorkerResult r = run_in_worker(req);
   EXPECT_THAT(r.message, HasSubstr("interfaces: 1")) << describe(r);
   EXPECT_THAT(r.message, HasSubstr("named: dg")) << describe(r);
+  EXPECT_THAT(r.message, HasSubstr("sysctl: refused")) << describe(r);
+  EXPECT_THAT(r.message, HasSubstr("outside: refused")) << describe(r);
+  EXPECT_EQ(slurp(target), "{}\n");
   EXPECT_THAT(r.confinement, HasSubstr("pid+net namespace, landlock abi"));
-  EXPECT_THAT(r.confinement, HasSubstr("(writes not confined); device worker"));
+  EXPECT_THAT(r.confinement, HasSubstr(" + its processes' /proc files; device worker"));
+  WorkerRequest plugin = request("kda_plugin_outside_f32", {"--plugin", kPlugin});
+  plugin.limits.device = true;
+  WorkerResult p = run_in_worker(plugin);
+  EXPECT_THAT(p.stderr_tail, HasSubstr("attack: " + target + ": Permission denied")) << describe(p);
   {
     Marker m("daemon-device");
     WorkerRequest d = request("kda_cheat_setsid_daemon");
@@ -437,16 +449,22 @@ TEST(Confinement, ADeviceWorkerLeavesOutOnlyItsListedMechanisms) {
     EXPECT_TRUE(none_survive(m.value));
   }
   {
-    // The whole sandbox (as a CPU candidate has it): the same write is refused.
-    EnvVar all("DRIFTGATE_DEVICE_SANDBOX_DISABLE", "none");
-    WorkerResult full = run_in_worker(req);
-    EXPECT_THAT(full.message, Not(HasSubstr("named:"))) << describe(full);
-    EXPECT_THAT(full.confinement, HasSubstr("pid+net namespace, landlock abi"));
-    EXPECT_THAT(full.confinement, Not(HasSubstr("(")));
+    // A CPU candidate's worker: not even its own /proc files.
+    WorkerRequest cpu = req;
+    cpu.limits.device = false;
+    WorkerResult c = run_in_worker(cpu);
+    EXPECT_THAT(c.message, Not(HasSubstr("named:"))) << describe(c);
+    EXPECT_THAT(c.confinement, Not(HasSubstr("/proc")));
+    EXPECT_THAT(c.confinement, Not(HasSubstr("device worker")));
   }
-  WorkerResult cpu = run_in_worker(request("kda_cpu_recurrent_f32"));
-  EXPECT_THAT(cpu.confinement, HasSubstr("pid+net namespace"));
-  EXPECT_THAT(cpu.confinement, Not(HasSubstr("device worker")));
+  {
+    // An operator's own list for device workers.
+    EnvVar off("DRIFTGATE_DEVICE_SANDBOX_DISABLE", "landlock-fs");
+    WorkerResult u = run_in_worker(req);
+    EXPECT_THAT(u.message, HasSubstr("outside: WRITTEN")) << describe(u);
+    EXPECT_THAT(u.confinement, HasSubstr("(writes not confined); device worker"));
+  }
+  std::filesystem::remove(target);
 }
 
 TEST(Confinement, TheCandidateSeesOnlyItsOwnNamespacesProcesses) {
