@@ -62,7 +62,8 @@ nlohmann::json policy_json(const Policy& p) {
   return {{"slack", p.slack}, {"naive_factor", p.naive_factor}, {"floor_ulps", p.floor_ulps}, {"tail_factor", p.tail_factor}, {"metrics", p.metrics},
           {"drift_margin", p.drift_margin}, {"drift_min_positions", p.drift_min_positions}, {"min_bits", p.min_bits},
           {"naive", p.naive}, {"confidence", p.confidence}, {"min_effect", p.min_effect}, {"max_time_s", p.max_time_s},
-          {"target_halfwidth", p.target_halfwidth}, {"claim_tolerance", p.claim_tolerance},
+          {"target_halfwidth", p.target_halfwidth}, {"interim_confidence", p.interim_confidence},
+          {"claim_tolerance", p.claim_tolerance},
           {"not_supported", p.not_supported}};
 }
 
@@ -409,11 +410,10 @@ int cmd_calibrate(GateCommands& g) {
       BenchOptions bo;
       bo.max_time_s = policy.max_time_s;
       bo.min_repetitions = 7;
-      bo.stop = [&](const std::vector<std::vector<double>>& s, double elapsed) {
-        if (s[0].size() < 5 || s[1].size() < 5) return false;
-        RatioInterval ci = bootstrap_ratio_ci(s[0], s[1], policy.confidence, 500, 1);
-        return should_stop(ci, policy.target_halfwidth, elapsed, policy.max_time_s,
-                           static_cast<int>(std::min(s[0].size(), s[1].size())), 7);
+      const StopRule rule{policy.confidence, policy.interim_confidence, policy.target_halfwidth,
+                          policy.min_effect, policy.max_time_s, 7};
+      bo.stop = [rule](const std::vector<std::vector<double>>& s, double elapsed) {
+        return speed_should_stop(s[0], s[1], elapsed, rule);
       };
       SpeedRow r = speed_row(time_candidates({&a, slowed_trial ? &slow : &twin}, c, bo), c, policy, machine);
       worst_s = std::max(worst_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -429,12 +429,17 @@ int cmd_calibrate(GateCommands& g) {
     std::cerr << fmt::format("[{}/{}] false alarms {} (Mann-Whitney {}), detections {} (Mann-Whitney {})\n", t + 1,
                              g.c_trials, fa, fa_mw, det, det_mw);
   }
-  double n = g.c_trials;
-  std::cout << fmt::format("{:<34} {:>12} {:>14}\n", "", "driftgate", "Mann-Whitney");
-  std::cout << fmt::format("{:<34} {:>11.1f}% {:>13.1f}%\n", "false alarms (A vs A)", 100 * fa / n, 100 * fa_mw / n);
-  std::cout << fmt::format("{:<34} {:>11.1f}% {:>13.1f}%\n",
-                           fmt::format("detections ({:.0f}% slowdown)", 100 * g.c_slowdown), 100 * det / n, 100 * det_mw / n);
-  std::cout << fmt::format("trials {}, slowest comparison {:.1f} s (budget {:.0f} s)\n", g.c_trials, worst_s, g.c_max_time);
+  // Each rate with its 95% Wilson interval.
+  auto rate = [&](int k) {
+    const auto [lo, hi] = wilson_interval(k, g.c_trials);
+    return fmt::format("{:.1f}% [{:.1f}, {:.1f}]", 100.0 * k / g.c_trials, 100 * lo, 100 * hi);
+  };
+  std::cout << fmt::format("{:<34} {:>22} {:>22}\n", "", "driftgate", "Mann-Whitney");
+  std::cout << fmt::format("{:<34} {:>22} {:>22}\n", "false alarms (A vs A)", rate(fa), rate(fa_mw));
+  std::cout << fmt::format("{:<34} {:>22} {:>22}\n", fmt::format("detections ({:.0f}% slowdown)", 100 * g.c_slowdown),
+                           rate(det), rate(det_mw));
+  std::cout << "(95% Wilson intervals of each rate)\n";
+  std::cout << fmt::format("trials {}, slowest comparison {:.1f} s (budget {:g} s)\n", g.c_trials, worst_s, g.c_max_time);
   return 0;
 }
 

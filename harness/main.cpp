@@ -427,6 +427,8 @@ int run_main(int argc, char** argv) {
   bench_worker->add_option("--min-reps", tr.min_repetitions);
   bench_worker->add_option("--confidence", tr.confidence);
   bench_worker->add_option("--target-halfwidth", tr.target_halfwidth);
+  bench_worker->add_option("--interim-confidence", tr.interim_confidence);
+  bench_worker->add_option("--min-effect", tr.min_effect);
   bench_worker->add_option("--report", tr_report)->required();
   bench_worker->add_option("--threads", worker_threads);
   bench_worker->add_flag("--channel", tr.channel);

@@ -98,6 +98,7 @@ void apply(Policy& p, const toml::table& root, const std::string& source) {
         } else if (name == "min_effect") p.min_effect = positive(tn, source, full);
         else if (name == "max_time_s") p.max_time_s = positive(tn, source, full, false);
         else if (name == "target_halfwidth") p.target_halfwidth = positive(tn, source, full, false);
+        else if (name == "interim_confidence") p.interim_confidence = positive(tn, source, full, false);
         else if (name == "claim_tolerance") p.claim_tolerance = positive(tn, source, full);
         else fail(source, fmt::format("unknown key '{}'", full));
       }
@@ -131,6 +132,7 @@ const std::vector<PolicyBound>& policy_bounds() {
       {"throughput.min_effect", 0, 0.5, &Policy::min_effect},
       {"throughput.max_time_s", 0.1, 3600, &Policy::max_time_s},
       {"throughput.target_halfwidth", 0.001, 0.5, &Policy::target_halfwidth},
+      {"throughput.interim_confidence", 0.99, 1, &Policy::interim_confidence},
       {"throughput.claim_tolerance", 0, 0.5, &Policy::claim_tolerance},
   };
   return bounds;

@@ -26,6 +26,7 @@ struct Policy {
   double min_effect = 0.03;
   double max_time_s = 20;
   double target_halfwidth = 0.01;
+  double interim_confidence = 0.999;   // a decided early stop (stats.h speed_should_stop); 1: none
   double claim_tolerance = 0.02;
   // cases ([cases] in TOML): what a case the patch answers NOT_SUPPORTED for counts as.
   //   "skip"    not judged (SKIPPED); at least one case of the gate must still be judged

@@ -59,6 +59,8 @@ SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case
   req.max_time_s = p.max_time_s;
   req.confidence = p.confidence;
   req.target_halfwidth = p.target_halfwidth;
+  req.interim_confidence = p.interim_confidence;
+  req.min_effect = p.min_effect;
   req.extra_args = extra_args;
   req.wall_seconds = wall_seconds;
   return speed_row(time_in_worker(req), c, p, m);

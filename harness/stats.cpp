@@ -342,4 +342,31 @@ bool should_stop(const RatioInterval& ci, double target_halfwidth, double elapse
   return relative_halfwidth(ci) <= target_halfwidth;
 }
 
+std::pair<double, double> wilson_interval(int k, int n) {
+  if (n <= 0) return {0.0, 1.0};
+  const double z = 1.959964, p = static_cast<double>(k) / n, z2n = z * z / n;
+  const double centre = (p + z2n / 2) / (1 + z2n);
+  const double half = z * std::sqrt(p * (1 - p) / n + z2n / (4.0 * n)) / (1 + z2n);
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+bool speed_should_stop(std::span<const double> base, std::span<const double> patch, double elapsed_s,
+                       const StopRule& rule) {
+  if (elapsed_s >= rule.budget_s) return true;
+  const int n = static_cast<int>(std::min(base.size(), patch.size()));
+  const int n0 = std::max(rule.min_n, 5);
+  if (n < n0) return false;
+  // Looks on a geometric schedule (n = n0 1.25^k, rounded): few, each on a quarter more samples
+  // than the last (every round would cost two bootstraps).
+  const double k = std::round(std::log(static_cast<double>(n) / n0) / std::log(1.25));
+  if (std::lround(n0 * std::pow(1.25, k)) != n) return false;
+  const RatioInterval ci = bootstrap_ratio_ci(base, patch, rule.confidence, 500, 1);
+  if (relative_halfwidth(ci) <= rule.target_halfwidth) return true;
+  if (rule.interim_confidence >= 1) return false;
+  // 2000 resamples: the 0.05% tails of a 99.9% interval need more than the 500 above.
+  const double level = std::max(rule.interim_confidence, rule.confidence);   // never laxer than the final
+  const RatioInterval strict = bootstrap_ratio_ci(base, patch, level, 2000, 2);
+  return speed_verdict(strict, rule.min_effect) != SpeedVerdict::AMBIGUOUS;
+}
+
 }  // namespace dg

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dg {
@@ -134,5 +135,28 @@ double relative_halfwidth(const RatioInterval& ci);
 // relative_halfwidth(ci) <= target_halfwidth (0.01: the speedup is known to +-1%).
 bool should_stop(const RatioInterval& ci, double target_halfwidth, double elapsed_s, double budget_s,
                  int n, int min_n);
+
+// The Wilson score interval (95%, z = 1.959964) of a rate of k successes in n trials: [lo, hi] in
+// [0, 1]; {0, 1} when n = 0. calibrate prints its rates with it.
+std::pair<double, double> wilson_interval(int k, int n);
+
+// The stop of one speed comparison (base and patch timed interleaved), asked after each round:
+//   - the budget is spent (a hard cap);
+//   - otherwise only at a look: n pairs with n = max(min_n, 5) 1.25^k, rounded;
+//   - there, the interval at `confidence` is narrower than target_halfwidth (should_stop), or
+//   - the decision is already made: the interval at interim_confidence (0.999; at least
+//     `confidence`) gives FASTER, SAME or SLOWER (speed_verdict at min_effect). An early look must clear this stricter bar (the
+//     Haybittle-Peto rule of group-sequential trials: interim looks at p < 0.001, the final one at
+//     the nominal level), so looking after every round adds next to nothing to the false alarms of
+//     the final verdict; interim_confidence >= 1 turns the early decision off.
+// The final verdict is always speed_verdict of the interval at `confidence` over all samples, which
+// after a decided stop agrees with the interim one (its interval lies inside).
+struct StopRule {
+  double confidence = 0.95, interim_confidence = 0.999, target_halfwidth = 0.01, min_effect = 0.03;
+  double budget_s = 20;
+  int min_n = 7;
+};
+bool speed_should_stop(std::span<const double> base, std::span<const double> patch, double elapsed_s,
+                       const StopRule& rule);
 
 }  // namespace dg

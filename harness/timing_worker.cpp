@@ -410,7 +410,9 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   std::vector<std::string> args = {"bench-worker", "--case", req.case_str, "--max-time", fmt::format("{}", req.max_time_s),
                                    "--min-reps", std::to_string(req.min_repetitions), "--confidence",
                                    fmt::format("{}", req.confidence), "--target-halfwidth",
-                                   fmt::format("{}", req.target_halfwidth), "--channel"};
+                                   fmt::format("{}", req.target_halfwidth), "--interim-confidence",
+                                   fmt::format("{}", req.interim_confidence), "--min-effect",
+                                   fmt::format("{}", req.min_effect), "--channel"};
   for (const std::string& c : req.candidates) args.insert(args.end(), {"--candidate", c});
   const int asked = budget_of(req);
   const std::vector<int> all = allowed_cpus();
@@ -522,13 +524,13 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   BenchOptions bo;
   bo.max_time_s = req.max_time_s;
   bo.min_repetitions = req.min_repetitions;
-  if (req.target_halfwidth > 0 && cands.size() == 2)
-    bo.stop = [&](const std::vector<std::vector<double>>& s, double elapsed) {
-      if (s[0].size() < 5 || s[1].size() < 5) return false;
-      RatioInterval ci = bootstrap_ratio_ci(s[0], s[1], req.confidence, 500, 1);
-      return should_stop(ci, req.target_halfwidth, elapsed, req.max_time_s,
-                         static_cast<int>(std::min(s[0].size(), s[1].size())), req.min_repetitions);
+  if (req.target_halfwidth > 0 && cands.size() == 2) {
+    const StopRule rule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
+                        req.max_time_s, req.min_repetitions};
+    bo.stop = [rule](const std::vector<std::vector<double>>& s, double elapsed) {
+      return speed_should_stop(s[0], s[1], elapsed, rule);
     };
+  }
   std::unique_ptr<ChannelHook> hook;
   if (req.channel) {
     hook = std::make_unique<ChannelHook>(3, 4);

@@ -87,6 +87,9 @@ struct TimingRequest {
   // medians at `confidence` is narrower than +-target_halfwidth (relative). 0: no early stop.
   double confidence = 0.95;
   double target_halfwidth = 0;
+  // A decided early stop (stats.h speed_should_stop; two candidates): the interval at this level
+  // gives a verdict at min_effect. 1: none.
+  double interim_confidence = 1, min_effect = 0.03;
   double wall_seconds = 0;                 // 0: max_time_s * 4 + 120
   std::vector<std::string> extra_args;     // --plugin, --exec, --threads
   // The thread budget; 0: --threads in extra_args when there, else every core this process may use.

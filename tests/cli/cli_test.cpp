@@ -277,6 +277,15 @@ TEST(CliGate, ChunkF32MergesAndWritesTheVerdictFiles) {
   EXPECT_THAT(slurp(out + "/junit.xml"), HasSubstr("failures=\"0\""));
 }
 
+TEST(CliGate, CalibratePrintsEachRateWithItsInterval) {
+  Result r = run("calibrate --candidate kda_cpu_recurrent_f32 --case 'kda(T=64,H=1,K=16,V=16,regime=kimi_linear,seed=0)' "
+                 "--trials 2 --max-time 0.3");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("false alarms \\(A vs A\\) +[0-9.]+% \\[[0-9.]+, [0-9.]+\\]"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("detections \\(5% slowdown\\) +[0-9.]+% \\[[0-9.]+, [0-9.]+\\]"));
+  EXPECT_THAT(r.out, HasSubstr("trials 2"));
+}
+
 TEST(CliGate, Bf16PatchIsRejectedOnPrecisionAndNotTimed) {
   std::string out = tmp("gate_reject");
   Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_bf16 --case '" + kGateCase + "' --out " + out);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -263,6 +264,65 @@ TEST(Stopping, AdaptiveLoopConverges) {
   }
   EXPECT_LT(n, 400);
   EXPECT_EQ(speed_verdict(ci, 0.02), SpeedVerdict::FASTER);
+}
+
+TEST(Wilson, KnownIntervals) {
+  // Wilson 95% intervals: 0 of 100 is [0, 3.70%]; 94 of 100 is [87.5%, 97.2%]; 50 of 100 is symmetric.
+  auto [lo0, hi0] = wilson_interval(0, 100);
+  EXPECT_DOUBLE_EQ(lo0, 0.0);
+  EXPECT_NEAR(hi0, 0.0370, 5e-4);
+  auto [lo94, hi94] = wilson_interval(94, 100);
+  EXPECT_NEAR(lo94, 0.8752, 5e-4);
+  EXPECT_NEAR(hi94, 0.9722, 5e-4);
+  auto [lo50, hi50] = wilson_interval(50, 100);
+  EXPECT_NEAR(lo50 + hi50, 1.0, 1e-12);
+  auto [lon, hin] = wilson_interval(0, 0);
+  EXPECT_EQ(lon, 0.0);
+  EXPECT_EQ(hin, 1.0);
+}
+
+// The decided early stop (speed_should_stop): a clear 20% speedup stops at an early look, well
+// before the budget, with the final verdict FASTER; interim_confidence 1 turns it off.
+TEST(Stopping, AClearDifferenceStopsAtAnEarlyLook) {
+  const auto base = lognormal(11, "base", 400, 1.2e-3, 0.05);
+  const auto patch = lognormal(11, "patch", 400, 1.0e-3, 0.05);
+  StopRule rule;
+  rule.target_halfwidth = 0.001;   // never narrow enough: only the decision can stop it
+  int n = rule.min_n;
+  for (; n <= 400; ++n)
+    if (speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule)) break;
+  EXPECT_LE(n, 20);
+  EXPECT_EQ(speed_verdict(bootstrap_ratio_ci(std::span(base).first(n), std::span(patch).first(n), 0.95), 0.03),
+            SpeedVerdict::FASTER);
+  rule.interim_confidence = 1;
+  for (int m = rule.min_n; m <= 400; ++m)
+    EXPECT_FALSE(speed_should_stop(std::span(base).first(m), std::span(patch).first(m), 0.0, rule)) << m;
+  EXPECT_TRUE(speed_should_stop(base, patch, 20.0, rule));   // the budget still ends it
+}
+
+// The rule's two error rates on simulated comparisons (lognormal times, 3% noise, up to 100
+// samples each, asked after every sample as the timing worker does): A against A must end FASTER
+// or SLOWER in at most 1% of 250 comparisons (the early looks must not inflate the false alarms),
+// and a true 5% slowdown must end SLOWER in at least 95% of them.
+TEST(Stopping, EarlyLooksKeepFalseAlarmsUnderOnePercentAndDetectAFivePercentSlowdown) {
+  StopRule rule;
+  auto run = [&](int trial, double slowdown) {
+    const auto base = lognormal(1000 + trial, "base", 100, 1e-3, 0.03);
+    const auto patch = lognormal(5000 + trial, "patch", 100, 1e-3 * (1 + slowdown), 0.03);
+    int n = rule.min_n;
+    while (n < 100 && !speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule)) ++n;
+    return speed_verdict(bootstrap_ratio_ci(std::span(base).first(n), std::span(patch).first(n), 0.95, 500), 0.03);
+  };
+  int alarms = 0, detections = 0;
+  const int trials = 250;
+  for (int t = 0; t < trials; ++t) {
+    const SpeedVerdict same = run(t, 0.0), slow = run(t, 0.05);
+    alarms += same == SpeedVerdict::FASTER || same == SpeedVerdict::SLOWER;
+    detections += slow == SpeedVerdict::SLOWER;
+  }
+  EXPECT_LE(alarms, trials / 100) << alarms << " false alarms in " << trials;
+  EXPECT_GE(detections, trials * 95 / 100) << detections << " detections in " << trials;
+  std::printf("false alarms %d, detections %d of %d\n", alarms, detections, trials);
 }
 
 }  // namespace
