@@ -109,6 +109,22 @@ BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_f32, kda_cpu_chunk_f32, DType::f32, true
 BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_bf16, kda_cpu_chunk_bf16, DType::bf16, true)
     ->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The machine measurement the speed rows divide by (harness/machine.h), with the ratios a sound
+// measurement shows on a quiet machine: all cores at least one core's rate (all_over_core >= 1 for
+// FMA and triad) and f32 FMA about twice f64 (f32_over_f64 ~ 2, twice the lanes). They are speed
+// figures, so they live here and not in a unit test (a loaded machine upsets them).
+void BM_machine(benchmark::State& state) {
+  MachineLimits m;
+  for (auto _ : state) m = measure_machine(0.5);
+  state.counters["f32_all_over_core"] = m.f32_fma_gflops_all / m.f32_fma_gflops_core;
+  state.counters["f64_all_over_core"] = m.f64_fma_gflops_all / m.f64_fma_gflops_core;
+  state.counters["triad_all_over_core"] = m.stream_triad_gbs_all / m.stream_triad_gbs_core;
+  state.counters["f32_over_f64"] = m.f32_fma_gflops_core / m.f64_fma_gflops_core;
+  state.counters["f32_GFLOPs_core"] = m.f32_fma_gflops_core;
+  state.counters["triad_GBs_all"] = m.stream_triad_gbs_all;
+}
+BENCHMARK(BM_machine)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
 }  // namespace
 }  // namespace dg
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -104,6 +105,11 @@ void read_exact(int fd, uint64_t offset, std::byte* dst, uint64_t n, const std::
     n -= static_cast<uint64_t>(got);
   }
 }
+
+int plain_temp_make(std::string& tmpl) { return ::mkostemp(tmpl.data(), O_CLOEXEC); }
+void plain_temp_forget(const std::string&) {}
+std::atomic<TempFileMaker> g_temp_make{plain_temp_make};
+std::atomic<TempFileForget> g_temp_forget{plain_temp_forget};
 
 void write_all(int fd, const std::byte* src, uint64_t n, const std::string& path, const std::string& tmp) {
   while (n > 0) {
@@ -393,8 +399,12 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail(path, fmt::format("exists and is {}: driftgate will not replace it", file_kind(st.st_mode)));
   std::string tmp = path + ".tmp.XXXXXX";   // unique, beside `path` (a rename within one directory)
-  FileDescriptor fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  FileDescriptor fd(g_temp_make(tmp));
   if (fd.get() < 0) fail(path, fmt::format("cannot create temporary file {}: {}", tmp, errno_text(errno)));
+  struct Forget {
+    const std::string& t;
+    ~Forget() { g_temp_forget(t); }   // after the rename or the unlink below
+  } forget{tmp};
   ::fchmod(fd.get(), 0644);
   try {
     std::byte prefix[8];
@@ -414,6 +424,11 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
     ::unlink(tmp.c_str());
     throw;
   }
+}
+
+void set_safetensors_temp_hooks(TempFileMaker make, TempFileForget forget) {
+  g_temp_make = make ? make : plain_temp_make;
+  g_temp_forget = forget ? forget : plain_temp_forget;
 }
 
 }  // namespace dg

@@ -28,4 +28,13 @@ SafetensorsFile read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// How write_safetensors makes its temporary file (mkostemp of a "...XXXXXX" template, the open
+// descriptor or -1 with errno) and forgets it once renamed or removed. The default is plain
+// mkostemp; install_signal_cleanup (harness/sandbox.h) installs its create_temp_file and
+// unregister_temp_file, so a SIGINT or SIGTERM while a file is being written removes the partial
+// temporary file too.
+using TempFileMaker = int (*)(std::string& tmpl);
+using TempFileForget = void (*)(const std::string& path);
+void set_safetensors_temp_hooks(TempFileMaker make, TempFileForget forget);
+
 }  // namespace dg

@@ -1,6 +1,7 @@
 // The worker sandbox: namespaces, the init, Landlock, the output pipe, temp dirs and signals
 // (sandbox.h).
 #include "harness/sandbox.h"
+#include "harness/safetensors.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -690,6 +691,7 @@ int sweep_stale_temp_dirs(const std::string& extra_root) {
 
 // --- signals ------------------------------------------------------------------------------------------
 void install_signal_cleanup() {
+  set_safetensors_temp_hooks(create_temp_file, unregister_temp_file);   // a half-written export too
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);

@@ -55,7 +55,7 @@
 // fails the row says "no /proc of its own".
 //
 // What held is one string, as on the row (Record::confinement): "pid+net namespace, landlock abi 7",
-// "pid namespace, landlock abi 7 (no tcp rules, no scope); device worker", "subreaper (no
+// "pid+net namespace, landlock abi 7 + its processes' /proc files; device worker", "subreaper (no
 // namespaces: disabled), no landlock (disabled)", ... DRIFTGATE_SANDBOX_DISABLE (for tests and
 // diagnosis) leaves mechanisms out for every worker: a comma list of namespaces (= pidns,netns),
 // pidns, netns, landlock (= landlock-fs,landlock-net,landlock-scope), landlock-fs, landlock-net,
@@ -68,7 +68,8 @@
 // (lockless dirs only when untouched for an hour: dirs of older driftgates; never
 // one being created). install_signal_cleanup() makes SIGINT, SIGTERM and SIGHUP kill every live
 // init (hence every worker), remove the live temp dirs and registered temp files (half-written
-// results), then end driftgate with that signal; results already renamed into place stay valid.
+// results, and the .safetensors files write_safetensors is writing: it installs their hooks), then
+// end driftgate with that signal; results already renamed into place stay valid.
 #pragma once
 
 #include <sys/resource.h>

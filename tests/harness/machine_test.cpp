@@ -291,12 +291,8 @@ TEST(MachineMeasure, QuickMeasurementIsSane) {
     EXPECT_GT(v, 0);
     EXPECT_TRUE(std::isfinite(v));
   }
-  // All cores at least match one core, within the noise of a shared machine (0.7).
-  EXPECT_GE(m.f32_fma_gflops_all, 0.7 * m.f32_fma_gflops_core);
-  EXPECT_GE(m.f64_fma_gflops_all, 0.7 * m.f64_fma_gflops_core);
-  EXPECT_GE(m.stream_triad_gbs_all, 0.7 * m.stream_triad_gbs_core);
-  // Twice the lanes per vector: f32 peaks well above f64 (2x in theory).
-  EXPECT_GT(m.f32_fma_gflops_core, 1.3 * m.f64_fma_gflops_core);
+  // (How the rates compare, all cores against one and f32 against f64, is a speed figure that a
+  // loaded machine upsets: bench/candidates_bench's BM_machine reports it.)
   if (fs::exists("/sys/devices/system/cpu/cpu0/cache/index0")) {
     EXPECT_GT(m.l1d_bytes, 0);
     EXPECT_GE(m.l2_bytes, m.l1d_bytes);

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -513,6 +514,33 @@ TEST_F(SafetensorsTest, LargeTensorRoundTrip) {
   write_safetensors(path, {{"big", big}, {"small", random_tensor(DType::bf16, {3}, 98)}});
   const SafetensorsFile f = read_safetensors(path);
   expect_same(f.tensors.at("big"), big, DType::f32, "big");
+}
+
+// The temporary file goes through the installed hooks (driftgate's main installs the signal
+// cleanup's, which register it): made once, forgotten once it has been renamed into place; a write
+// that cannot make one forgets nothing; the defaults come back with null hooks.
+std::vector<std::string> g_made, g_forgotten;
+TEST_F(SafetensorsTest, TheTemporaryFileGoesThroughTheHooks) {
+  set_safetensors_temp_hooks(
+      [](std::string& tmpl) {
+        const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+        g_made.push_back(tmpl);
+        return fd;
+      },
+      [](const std::string& p) { g_forgotten.push_back(p + (fs::exists(p) ? " (still there)" : "")); });
+  const std::string path = (dir_ / "hooked.safetensors").string();
+  write_safetensors(path, {{"x", random_tensor(DType::f32, {4}, 1)}});
+  ASSERT_EQ(g_made.size(), 1u);
+  EXPECT_THAT(g_made[0], HasSubstr("hooked.safetensors.tmp."));
+  EXPECT_EQ(g_forgotten, std::vector<std::string>{g_made[0]});   // and gone: renamed
+  EXPECT_TRUE(fs::exists(path));
+  const std::string bad = (dir_ / "sub" / "x.safetensors").string();   // no such directory
+  EXPECT_THROW(write_safetensors(bad, {{"x", random_tensor(DType::f32, {4}, 1)}}), SafetensorsError);
+  EXPECT_EQ(g_made.size(), 2u);   // mkostemp was asked and failed: nothing to forget
+  EXPECT_EQ(g_forgotten.size(), 1u);
+  set_safetensors_temp_hooks(nullptr, nullptr);
+  write_safetensors(path, {{"x", random_tensor(DType::f32, {4}, 2)}});
+  EXPECT_EQ(g_made.size(), 2u);
 }
 
 }  // namespace
