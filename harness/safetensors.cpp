@@ -399,11 +399,11 @@ void write_safetensors(const std::string& path, const TensorMap& tensors,
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail(path, fmt::format("exists and is {}: driftgate will not replace it", file_kind(st.st_mode)));
   std::string tmp = path + ".tmp.XXXXXX";   // unique, beside `path` (a rename within one directory)
-  FileDescriptor fd(g_temp_make(tmp));
+  FileDescriptor fd(g_temp_make.load()(tmp));
   if (fd.get() < 0) fail(path, fmt::format("cannot create temporary file {}: {}", tmp, errno_text(errno)));
   struct Forget {
     const std::string& t;
-    ~Forget() { g_temp_forget(t); }   // after the rename or the unlink below
+    ~Forget() { g_temp_forget.load()(t); }   // after the rename or the unlink below
   } forget{tmp};
   ::fchmod(fd.get(), 0644);
   try {
