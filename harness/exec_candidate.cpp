@@ -147,7 +147,18 @@ int run_shell(const std::string& cmd, OutputTail& out, OutputTail& err) {
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, argv, envp.data());
+  // The program starts with no signal blocked and every disposition at its default, whatever the
+  // process that runs it blocks (the timing worker blocks every signal, harness/timing_worker.h).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(po[1]);
   ::close(pe[1]);

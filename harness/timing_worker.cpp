@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,6 +13,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -19,6 +23,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/json_limits.h"
@@ -92,6 +97,13 @@ double median_of(std::vector<double> v) {
 
 // --- worker side ---------------------------------------------------------------------------------
 
+// Every signal blocked in the calling thread, the C library's own (32, 33) too: the raw system call,
+// as glibc's sigprocmask leaves those two open. SIGKILL and SIGSTOP cannot be blocked.
+void block_every_signal() {
+  const uint64_t all = ~uint64_t{0};
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, sizeof all);
+}
+
 class ChannelHook : public TimedCallHook {
  public:
   ChannelHook(int in, int out) : in_(in), out_(out) {
@@ -99,7 +111,12 @@ class ChannelHook : public TimedCallHook {
     ::fcntl(in_, F_SETFD, FD_CLOEXEC);
     ::fcntl(out_, F_SETFD, FD_CLOEXEC);
   }
-  void begin(int cand) override { exchange('R', cand, 0, 'G'); }
+  // Before every timed call the mask is set again (whatever a candidate's previous call left);
+  // driftgate checks it from outside before it answers "go".
+  void begin(int cand) override {
+    block_every_signal();
+    exchange('R', cand, 0, 'G');
+  }
   void end(int cand, double self) override { exchange('D', cand, self, 'C'); }
   void noop() {
     exchange('N', -1, 0, 'G');
@@ -139,6 +156,8 @@ class WorkerProbe {
   // main thread's own CPU time and wait for a CPU (/proc/PID/schedstat; 0 where not kept).
   struct Reading {
     double threads = 0, children = 0, main_run = 0, main_delay = 0;
+    bool have_mask = false;
+    uint64_t blocked = 0;   // the main thread's blocked signals (/proc/PID/status SigBlk)
   };
   // Waits (at most ~5 ms) until the worker's main thread is not running, so that its CPU time is
   // accounted up to now, then reads.
@@ -158,6 +177,16 @@ class WorkerProbe {
     double run_ns = 0, delay_ns = 0;
     if (f >> run_ns >> delay_ns) r.main_run = 1e-9 * run_ns, r.main_delay = 1e-9 * delay_ns;
     return r;
+  }
+  // The main thread's blocked signals, read before a timed call ("go").
+  void read_mask(Reading& r) const {
+    std::ifstream f(fmt::format("/proc/{}/status", pid_));
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("SigBlk:", 0) == 0) {
+        r.blocked = std::strtoull(line.c_str() + 7, nullptr, 16);
+        r.have_mask = true;
+        return;
+      }
   }
   bool saw_children() const { return saw_children_; }
 
@@ -194,7 +223,11 @@ struct Sample {
   double delay = 0;  // the worker's main thread's wait for a CPU during the call
   double observer_delay = 0;  // the wait for a CPU of driftgate's serving thread during the call
   double other = 0;  // CPU time of the worker's threads other than its main thread (not children)
+  bool signals_open = false;  // its main thread could take a signal when the call began
 };
+
+// Every signal but SIGKILL (9) and SIGSTOP (19), which cannot be blocked: bit n-1 is signal n.
+constexpr uint64_t kBlockable = ~((uint64_t{1} << 8) | (uint64_t{1} << 18));
 
 // Serves the worker's channel from a thread of driftgate's: answers every exchange, timing it.
 class ChannelServer {
@@ -281,7 +314,11 @@ class ChannelServer {
         pending_cand = m.cand;
         pending_index = ++timed_count[static_cast<size_t>(m.cand)];
       }
-      const WorkerProbe::Reading r0 = probe_.settled();
+      WorkerProbe::Reading r0 = probe_.settled();
+      if (m.tag == 'R') {
+        probe_.read_mask(r0);
+        s.signals_open = r0.have_mask && (r0.blocked & kBlockable) != kBlockable;
+      }
       const double own0 = own_run_queue_wait();
       const auto t0 = Clock::now();
       if (!write_all(to_worker_[1], "G", 1)) return;
@@ -475,6 +512,23 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   if (out.size() != req.candidates.size())
     throw std::runtime_error(fmt::format("timing worker reported {} candidates, {} were timed", out.size(), req.candidates.size()));
 
+  // Rule signals: a timed call that began with the main thread able to take a signal (the worker
+  // blocks them all; only a candidate's code can have opened them) voids every candidate's samples:
+  // whose call a handler ran in cannot be told.
+  std::vector<std::string> opened;
+  for (size_t ci = 0; ci < out.size(); ++ci) {
+    int n = 0, of = 0;
+    for (const Sample& s : server.samples)
+      if (s.tag == 'R' && s.cand == static_cast<int>(ci)) ++of, n += s.signals_open;
+    if (n > 0) opened.push_back(fmt::format("{} of {}'s {} timed calls", n, req.candidates[ci], of));
+  }
+  const std::string signals_rule =
+      opened.empty() ? ""
+                     : fmt::format("rule signals: the timing process's main thread could take signals when {} began "
+                                   "(driftgate blocks every signal there during timed calls; a candidate's code unblocked "
+                                   "them, so a signal handler may have run in any candidate's calls)",
+                                   fmt::join(opened, ", "));
+
   // driftgate's own samples replace the worker's (see the top).
   for (size_t ci = 0; ci < out.size(); ++ci) {
     BenchSamples& b = out[ci];
@@ -512,11 +566,14 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.invalid = judge_timing(b.candidate, wall, self, cpu, delay, device ? std::vector<double>{} : other, round_trip, granted,
                              server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
+    if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
   }
   return out;
 }
 
 int timing_worker_main(const TimingRequest& req, const std::string& report) {
+  // Before any other thread exists (they inherit it) and before any plugin is loaded.
+  if (req.channel) block_every_signal();
   exit_with_parent();
   std::vector<const Candidate*> cands;
   for (const std::string& n : req.candidates) cands.push_back(&require_candidate(n));

@@ -46,6 +46,15 @@
 //     run time of the main thread, children excluded) may not exceed a tenth of the calls' CPU
 //     time (+ 1 ms; not for device candidates, whose driver runs threads of its own). Granted:
 //     --threads N when given, else every core this process may use.
+//   - rule signals: the worker blocks every signal (the raw system call: the C library's own two as
+//     well) before anything else runs in it, so every thread it or a plugin starts inherits the
+//     mask, and again before every timed call; exec programs start with none blocked. A signal
+//     handler can then run in no candidate's timed call: a patch whose timer signal burns the
+//     timing thread outside its own calls read 5.1x FASTER though 1.5x slower (T=1024, --threads 1)
+//     when the mask was left open, and reads 0.74x SLOWER so. Before answering "go" driftgate reads
+//     the worker's main thread's blocked signals (/proc/PID/status SigBlk); a timed call that began
+//     with any signal open (a candidate patched the code that blocks them) makes every candidate's
+//     samples INVALID, as whose call a handler ran in cannot be told.
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).
@@ -54,8 +63,9 @@
 //
 // Not covered: base and patch share one timing process, so that their calls interleave one by one
 // (a drift in the machine's speed falls on both alike); a patch can therefore slow the base's calls
-// from inside that process. Measured: a patch 1.5x slower than the base whose timer signal burns
-// 80% of the process's main thread outside its own calls is reported 6.3x FASTER. Timing each
+// from inside that process by means other than signals (rule signals): a thread of its own that
+// competes for the base's cores (judged only with one thread granted: rule cpu_budget), a process
+// it leaves running, or a patch of the base's code or data. Timing each
 // candidate in fresh workers of its own, in alternating blocks, closed that hole but reported
 // honest pairs 2.3x FASTER and 0.79x SLOWER with narrow intervals on a loaded machine (the blocks
 // see different loads). Concurrent workers, one per candidate, with driftgate granting every call in
@@ -64,7 +74,13 @@
 // 0.77x, 0.78x, 1.26x and 1.17x over four runs where one process reads 1.06-1.09x every time: on 2
 // cores, 25-50% of the calls' main threads waited more than 1 ms for a CPU (kernel counters), against
 // about 1% in one process, whether or not the previous call was the other worker's, and waking the
-// worker onto a CPU before the interval starts did not remove it. Until a measurement in separate
+// worker onto a CPU before the interval starts did not remove it. A later try (one worker per
+// candidate started at once, served in turn, every waiting worker's sandbox stopped with SIGSTOP
+// while another is timed, all pinned to the granted core) read A/A pairs at 1.005-1.011 but the
+// recurrent/chunk pair at 1.08-1.25x with the recurrent worker started first and 1.00-1.11x with
+// the chunk worker first, where one process reads 1.04-1.06x: the process that prepared its
+// inputs first ran its kernel slower (self time and CPU time agree, so it is the work, not the
+// wake-ups; starting the base's worker last brought the pair to 1.03-1.05x). Until a measurement in separate
 // processes is as stable as one in a shared one, a false verdict on honest kernels is the larger risk. Which candidate a
 // "ready" names is the worker's word. A candidate that works in a background thread between its
 // timed calls is charged for it only while a call is timed. Timing on a shared, loaded machine

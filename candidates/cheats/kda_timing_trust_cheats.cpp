@@ -8,7 +8,13 @@
 //                            driftgate's clock)
 //   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core and
 //                            splits the heads over two threads (rule cpu_budget)
-// The clock patch is in process_cheats.h (the cheating test plugin uses it too).
+//   kda_cheat_slow_base      1.5x slower than the honest kernel; a timer signal burns 80% of the
+//                            timing thread whenever its own call is not running, so that another
+//                            candidate timed in the same process would run about 5x slower (the
+//                            timing worker blocks every signal during timed calls: SLOWER)
+//   kda_cheat_open_signals   the same, and patches the C library's syscall() so that the worker's
+//                            blocking of signals does nothing (rule signals)
+// The patches are in process_cheats.h (the cheating test plugin uses them too).
 #include <sched.h>
 #include <unistd.h>
 
@@ -54,8 +60,30 @@ void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
   set_num_threads(budget);
 }
 
+// --- a timer signal that burns the timing thread outside its own calls ---------------------------
+void slow_base(const Case& c, const TensorMap& in, TensorMap& out) {
+  if (const char* why = cheats::arm_burning_timer())
+    throw std::runtime_error(std::string("kda_cheat_slow_base: cannot arm the timer: ") + why);
+  cheats::as_own_call_then_open_alarm([&] {
+    honest().run(c, in, out);
+    return 0;
+  });
+}
+
+void open_signals(const Case& c, const TensorMap& in, TensorMap& out) {
+  static const char* why = cheats::patch_function("syscall", reinterpret_cast<const void*>(&cheats::syscall_without_sigprocmask));
+  if (why) throw std::runtime_error(std::string("kda_cheat_open_signals: cannot patch syscall(): ") + why);
+  slow_base(c, in, out);
+}
+
 }  // namespace
 
+DG_REGISTER_CANDIDATE(kda_cheat_slow_base,
+                      cheat_info("kda_cheat_slow_base", "1.5x slower, a timer signal burns the timing thread outside its own calls"),
+                      slow_base);
+DG_REGISTER_CANDIDATE(kda_cheat_open_signals,
+                      cheat_info("kda_cheat_open_signals", "kda_cheat_slow_base that also makes the worker's blocking of signals a no-op (rule signals)"),
+                      open_signals);
 DG_REGISTER_CANDIDATE(kda_cheat_slow_clock,
                       cheat_info("kda_cheat_slow_clock", "1.3x slower, patches clock_gettime in its process to run at half speed during its calls (rule clock)"),
                       slow_clock);

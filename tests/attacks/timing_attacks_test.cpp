@@ -195,6 +195,32 @@ TEST(TimingGate, PluginTwoThreadsIsRejected) {
                      "cpu_budget");
 }
 
+// A timer signal that burns the timing thread outside the patch's own calls would run in the
+// base's calls, in the process they share (a patch 1.5x slower read 6.3x FASTER so): the worker
+// blocks every signal during every timed call, so the patch is timed as it is: SLOWER. (Its burning
+// after its own calls, before the worker blocks signals again, may be charged to it by rule
+// cpu_budget; the block itself holds, so rule signals never fires.)
+void expect_signal_burner_timed_as_it_is(const Result& r) {
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("FASTER"))) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("rule signals"))) << r.out;
+}
+
+TEST(TimingGate, BuiltInSignalBurnerCannotSlowTheBase) {
+  expect_signal_burner_timed_as_it_is(gate("kda_cpu_recurrent_f32", "kda_cheat_slow_base"));
+}
+
+TEST(TimingGate, PluginSignalBurnerCannotSlowTheBase) {
+  expect_signal_burner_timed_as_it_is(
+      gate("kda_cpu_recurrent_f32", "kda_plugin_slowbase_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_slowbase));
+}
+
+// The same burner, with the C library's syscall() patched so that the worker's blocking does
+// nothing: driftgate reads the timing thread's mask from outside before every call (rule signals).
+TEST(TimingGate, SignalsLeftOpenBreakRuleSignals) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_open_signals"), "signals");
+}
+
 // An exec program's children are judged by CPU-seconds per second only (harness/timing_worker.h):
 // on a loaded machine two processes sharing busy cores look like one, so this runs when the
 // machine has a core to spare.

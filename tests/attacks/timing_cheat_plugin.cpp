@@ -5,6 +5,9 @@
 //      spins for 0.3x more (a timer in its process reads 1.5x faster; rule clock, SLOWER)
 //   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
 //      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
+//   3  kda_plugin_slowbase_f32: computes honestly and spins for 0.5x more; a timer signal burns 80%
+//      of the timing thread outside its own calls (the worker blocks every signal during timed
+//      calls, so the other candidate's calls are not slowed: SLOWER)
 // The clock patch is candidates/cheats/process_cheats.h, shared with the built-in canary.
 #define driftgate_abi_version example_driftgate_abi_version
 #define driftgate_list example_driftgate_list
@@ -28,6 +31,10 @@ namespace {
 #if CHEAT_KIND == 1
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel with its process's clock at half speed"}};
+
+#elif CHEAT_KIND == 3
+const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel 1.5x slower, a timer signal burning the thread between its calls"}};
 
 #else
 const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
@@ -70,6 +77,13 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
     return 1;
   }
   return dg::cheats::with_half_speed_clock(
+      [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
+#elif CHEAT_KIND == 3
+  if (const char* why = dg::cheats::arm_burning_timer()) {
+    std::snprintf(error, error_size, "cannot arm the timer: %s", why);
+    return 1;
+  }
+  return dg::cheats::as_own_call_then_open_alarm(
       [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
 #else
   cpu_set_t all;
