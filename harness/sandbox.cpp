@@ -286,6 +286,99 @@ volatile sig_atomic_t g_parent_gone = 0;   // degraded mode: driftgate died (PR_
 
 // argv: EXE sandbox-init STATUS_FD DIR LANDLOCK -- WORKER ARGV...; LANDLOCK: the ruleset's parts,
 // "-" for none (make_ruleset).
+// --- stopping a sandbox (set_sandbox_stopped) ---------------------------------------------------
+namespace {
+
+std::vector<pid_t> tasks_of(pid_t pid) {
+  std::vector<pid_t> v;
+  if (DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') v.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+    ::closedir(d);
+  }
+  return v;
+}
+
+// Every descendant of `root` (not root itself): the children listed by each of each process's
+// threads, recursively.
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::vector<pid_t> out, todo = {root};
+  std::set<pid_t> seen = {root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t t : tasks_of(p)) {
+      std::ifstream f(fmt::format("/proc/{}/task/{}/children", p, t));
+      for (pid_t c = 0; f >> c;)
+        if (seen.insert(c).second) out.push_back(c), todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A thread's state letter ('R', 'S', 'T', ...), or 0 when it is gone.
+char task_state(pid_t pid, pid_t tid) {
+  char buf[512];
+  const int fd = ::open(fmt::format("/proc/{}/task/{}/stat", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+}  // namespace
+
+std::vector<pid_t> stop_sandbox_processes(pid_t init, pid_t keep, std::string* problem, double timeout_s) {
+  if (problem) problem->clear();
+  std::vector<pid_t> stopped;
+  if (init <= 0) return stopped;
+  std::set<pid_t> signalled;
+  auto walk = [&] {
+    bool fresh = false;
+    for (pid_t p : descendants_of(init))
+      if (p != keep && signalled.insert(p).second) fresh = true, ::kill(p, SIGSTOP), stopped.push_back(p);
+    return fresh;
+  };
+  for (int i = 0; walk(); ++i)
+    if (i > 1000) {
+      if (problem) *problem = fmt::format("more than {} processes kept appearing", signalled.size());
+      return stopped;
+    }
+  if (stopped.empty()) return stopped;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (int i = 0;; ++i) {
+    std::string running;
+    for (pid_t p : stopped) {
+      for (pid_t t : tasks_of(p)) {
+        const char st = task_state(p, t);
+        if (st && st != 'T' && st != 't' && st != 'Z' && st != 'X') {
+          running = fmt::format("process {} thread {} is in state '{}'", p, t, st);
+          break;
+        }
+      }
+      if (!running.empty()) break;
+    }
+    // A process started after the last walk was forked by one not yet stopped: walk once more.
+    if (walk()) running = "a new process appeared";
+    if (running.empty()) return stopped;
+    if (std::chrono::steady_clock::now() > deadline) {
+      if (problem) *problem = fmt::format("not stopped after {:.0f} ms: {}", 1e3 * timeout_s, running);
+      return stopped;
+    }
+    if (i > 20)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else
+      std::this_thread::yield();
+  }
+}
+
+void continue_processes(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) ::kill(p, SIGCONT);
+}
+
 int sandbox_init_main(int argc, char** argv) {
   if (argc < 7 || std::strcmp(argv[5], "--") != 0) {
     std::fputs("driftgate sandbox-init: started by driftgate only\n", stderr);
@@ -539,7 +632,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
           track_kill(worker, true);
           track_kill(-worker, true);
         }
-        if (worker > 0 && spec.on_start) spec.on_start(worker);
+        if (worker > 0 && spec.on_start) spec.on_start(worker, init);
       } else if (line.rfind("X ", 0) == 0) {
         have_worker_status = true;
         worker_status = std::atoi(line.c_str() + 2);
@@ -612,8 +705,12 @@ std::string make_temp_dir(const std::string& root) {
   std::lock_guard<std::mutex> g(live().mu);
   std::string tmpl = root + "/driftgate-worker-XXXXXX";
   if (!::mkdtemp(tmpl.data())) fail_errno("mkdtemp " + tmpl, errno);
-  const int fd = ::open((tmpl + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // The lock file appears already locked (made under another name, locked, renamed): another
+  // driftgate's sweep that opened a fresh ".lock" before this one locked it would have taken the
+  // lock and removed the dir. Until the rename the dir has no lock file, and a sweep spares it.
+  const std::string fresh = tmpl + "/.lock.new";
+  const int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0 || ::rename(fresh.c_str(), (tmpl + "/.lock").c_str()) != 0) {
     const int e = errno;
     if (fd >= 0) ::close(fd);
     std::error_code ec;

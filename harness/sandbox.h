@@ -99,8 +99,9 @@ struct SandboxSpec {
   std::string dir;                 // the worker's own directory: its only writable place, and TMPDIR
   std::vector<int> fds;            // become descriptors 3, 4, ... in the worker (the caller keeps its own)
   double wall_seconds = 0;         // > 0: SIGKILL the whole sandbox after this long
-  std::function<void(pid_t)> on_start;   // called from the waiting thread with the worker's pid (as
-                                         // driftgate sees it) once the worker runs
+  // Called from the waiting thread once the worker runs, with the worker's pid and its init's (as
+  // driftgate sees them; the init is the root of everything the sandbox holds, see set_stopped).
+  std::function<void(pid_t worker, pid_t init)> on_start;
   bool device = false;             // the worker drives a GPU: the device profile (above) applies
 };
 
@@ -117,6 +118,20 @@ struct SandboxResult {
 // Starts spec.argv in the sandbox and waits for it. Throws std::runtime_error only when the
 // sandbox itself cannot be set up (pipes, clone); everything the worker does is in the result.
 SandboxResult run_sandboxed(const SandboxSpec& spec);
+
+// Stops (SIGSTOP) every process of a sandbox but `keep`: the descendants of its init (`init` as
+// on_start gives it; the init itself, driftgate's own code, keeps running), `keep`'s children
+// included. Everything a candidate starts is such a descendant whatever it does with groups and
+// sessions: orphans are reparented to the init (PID 1 of the namespace, or a subreaper). SIGSTOP
+// can be neither caught nor ignored. It walks the tree again until a walk finds no process it had
+// not stopped (a process that forks while it is being stopped is stopped with its child or before
+// the fork), then waits until every thread of every process it stopped is stopped ('T' in
+// /proc/PID/task/TID/stat) or gone. Returns the pids it signalled (continue_processes takes them
+// back); *problem says why not all could be stopped ("": all were): a thread still running after
+// `timeout_s` (an uninterruptible wait), or more processes than a walk can stop. The timing worker
+// (harness/timing_worker.h) holds whatever a candidate left running stopped during timed calls.
+std::vector<pid_t> stop_sandbox_processes(pid_t init, pid_t keep, std::string* problem, double timeout_s = 0.2);
+void continue_processes(const std::vector<pid_t>& pids);   // SIGCONT to each
 
 // `driftgate sandbox-init ...`: the init's side (argv as main got it). Returns the exit code.
 int sandbox_init_main(int argc, char** argv);

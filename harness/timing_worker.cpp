@@ -28,6 +28,7 @@
 
 #include "harness/json_limits.h"
 #include "harness/report.h"
+#include "harness/sandbox.h"
 #include "harness/stats.h"
 #include "harness/threads.h"
 #include "harness/worker.h"
@@ -244,7 +245,9 @@ class ChannelServer {
   }
   std::vector<int> worker_fds() const { return {to_worker_[0], from_worker_[1]}; }
 
-  void on_start(pid_t pid, const std::vector<int>& cpus) {
+  void on_start(pid_t pid, pid_t init, const std::vector<int>& cpus) {
+    worker_ = pid;
+    init_ = init;
     // Pin every thread the worker has by now (it pinned itself before loading any plugin; this
     // holds even if it did not).
     if (!cpus.empty()) {
@@ -271,6 +274,7 @@ class ChannelServer {
   std::string protocol_error;
   int pending_cand = -1;         // a timed call that started and never ended
   int pending_index = 0;
+  std::string idle_problem;      // a process of the sandbox that could not be stopped for a timed call
   bool saw_children() const { return probe_.saw_children(); }
 
  private:
@@ -314,6 +318,14 @@ class ChannelServer {
         pending_cand = m.cand;
         pending_index = ++timed_count[static_cast<size_t>(m.cand)];
       }
+      // Whatever else runs in the sandbox (a process a candidate left behind, a plugin's child) is
+      // stopped for the timed call and continued after it.
+      std::vector<pid_t> held;
+      if (m.tag == 'R') {
+        std::string why;
+        held = stop_sandbox_processes(init_.load(), worker_.load(), &why);
+        if (!why.empty() && idle_problem.empty()) idle_problem = why;
+      }
       WorkerProbe::Reading r0 = probe_.settled();
       if (m.tag == 'R') {
         probe_.read_mask(r0);
@@ -327,6 +339,7 @@ class ChannelServer {
       const auto t1 = Clock::now();
       const double own1 = own_run_queue_wait();
       const WorkerProbe::Reading r1 = probe_.settled();
+      continue_processes(held);
       if (d.tag != 'D' || d.cand != m.cand) {
         protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
         return;
@@ -353,6 +366,7 @@ class ChannelServer {
   }
 
   int to_worker_[2] = {-1, -1}, from_worker_[2] = {-1, -1};
+  std::atomic<pid_t> worker_{0}, init_{0};
   std::mutex mu_;
   std::atomic<bool> started_{false}, stop_{false};
   WorkerProbe probe_;
@@ -466,7 +480,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   ChannelServer server;
   WorkerChannels ch;
   ch.fds = server.worker_fds();
-  ch.on_start = [&](pid_t pid) { server.on_start(pid, cpus); };
+  ch.on_start = [&](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
   server.start();
   WorkerResult w;
   try {
@@ -567,6 +581,11 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                              server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
     if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
+    if (!server.idle_problem.empty()) {
+      const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
+                                           "stopped for a timed call ({})", server.idle_problem);
+      b.invalid = b.invalid.empty() ? idle : b.invalid + "; " + idle;
+    }
   }
   return out;
 }

@@ -55,6 +55,14 @@
 //     the worker's main thread's blocked signals (/proc/PID/status SigBlk); a timed call that began
 //     with any signal open (a candidate patched the code that blocks them) makes every candidate's
 //     samples INVALID, as whose call a handler ran in cannot be told.
+//   - hold: for every timed call driftgate stops (SIGSTOP) every other process of the worker's
+//     sandbox (harness/sandbox.h stop_sandbox_processes: the init's descendants but the worker
+//     itself, whatever groups and sessions they made) before it answers "go", and continues them
+//     after the call's "done": a process a candidate left running, or a plugin's child, cannot
+//     take a core or memory bandwidth from any candidate's call (a patch 1.5x slower whose daemon
+//     spun on the worker's core outside its own calls read 1.53x FASTER, MERGE; 0.57-0.68x SLOWER
+//     held). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
+//     idle). What a call starts itself (an exec program) runs.
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).
@@ -63,9 +71,9 @@
 //
 // Not covered: base and patch share one timing process, so that their calls interleave one by one
 // (a drift in the machine's speed falls on both alike); a patch can therefore slow the base's calls
-// from inside that process by means other than signals (rule signals): a thread of its own that
-// competes for the base's cores (judged only with one thread granted: rule cpu_budget), a process
-// it leaves running, or a patch of the base's code or data. Timing each
+// from inside that process by means other than signals (rule signals) and other processes (hold):
+// a thread of its own that competes for the base's cores (judged only with one thread granted:
+// rule cpu_budget), or a patch of the base's code or data. Timing each
 // candidate in fresh workers of its own, in alternating blocks, closed that hole but reported
 // honest pairs 2.3x FASTER and 0.79x SLOWER with narrow intervals on a loaded machine (the blocks
 // see different loads). Concurrent workers, one per candidate, with driftgate granting every call in

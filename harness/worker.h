@@ -188,7 +188,7 @@ WorkerResult run_in_worker(const WorkerRequest& req);
 // as 3, 4, ... in order (the caller keeps and closes its own copies), and a call, from the
 // waiting thread, with the pid (as driftgate sees it) of the process that runs the candidate,
 // once it runs, so the caller can read its CPU clock (clock_getcpuclockid) while it waits.
-struct WorkerChannels { std::vector<int> fds; std::function<void(pid_t)> on_start; };
+struct WorkerChannels { std::vector<int> fds; std::function<void(pid_t worker, pid_t init)> on_start; };
 
 // Runs `driftgate ARGS... --report FILE EXTRA...` as a worker (the same sandbox, limits, output
 // tail) for workers that return something other than tensors (timing samples): on status ok,

@@ -14,6 +14,9 @@
 //                            timing worker blocks every signal during timed calls: SLOWER)
 //   kda_cheat_open_signals   the same, and patches the C library's syscall() so that the worker's
 //                            blocking of signals does nothing (rule signals)
+//   kda_cheat_burner_daemon  1.5x slower; leaves a daemon that spins on the timing worker's core
+//                            whenever its own call is not running (driftgate stops every other
+//                            process of the sandbox during timed calls: SLOWER)
 // The patches are in process_cheats.h (the cheating test plugin uses them too).
 #include <sched.h>
 #include <unistd.h>
@@ -76,8 +79,21 @@ void open_signals(const Case& c, const TensorMap& in, TensorMap& out) {
   slow_base(c, in, out);
 }
 
+// --- a daemon that burns the core outside its own calls -----------------------------------------
+void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
+  if (const char* why = cheats::start_burning_daemon())
+    throw std::runtime_error(std::string("kda_cheat_burner_daemon: cannot start its daemon: ") + why);
+  cheats::with_daemon_napping([&] {
+    honest().run(c, in, out);
+    return 0;
+  });
+}
+
 }  // namespace
 
+DG_REGISTER_CANDIDATE(kda_cheat_burner_daemon,
+                      cheat_info("kda_cheat_burner_daemon", "1.5x slower, leaves a daemon spinning on its core outside its own calls"),
+                      burner_daemon);
 DG_REGISTER_CANDIDATE(kda_cheat_slow_base,
                       cheat_info("kda_cheat_slow_base", "1.5x slower, a timer signal burns the timing thread outside its own calls"),
                       slow_base);

@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""An exec candidate that ignores the thread budget (DRIFTGATE_THREADS): it widens its CPU
-affinity to every core and computes the two halves of the value columns in two processes (a
-forked child does the second half). The numbers are the numpy example's (kda_numpy.py), so it
-passes precision; the gate must reject it by rule cpu_budget.
+"""An exec candidate that ignores the thread budget (DRIFTGATE_THREADS): as soon as it starts it
+widens its CPU affinity to every core and forks, and the two processes load numpy side by side and
+compute the two halves of the value columns (the child the second half). The numbers are the numpy
+example's (kda_numpy.py), so it passes precision; the gate must reject it by rule cpu_budget. (The
+fork comes first so that the whole call, not only the arithmetic, runs on two cores: a call of this
+size is mostly the interpreter loading numpy, and splitting only the arithmetic used 1.1-1.3
+CPU-seconds per second, inside the rule's tolerance of 1.25.)
 
     --exec "kda_exec_twoprocs_f32=python3 tests/attacks/timing_exec_parallel.py {in} {out}"
 """
-import json
 import os
-import pickle
-import sys
+
+try:
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+except OSError:
+    pass
+READ_END, WRITE_END = os.pipe()
+CHILD = os.fork()
+
+import json  # noqa: E402
+import pickle  # noqa: E402
+import sys  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "candidates", "examples", "exec"))
@@ -31,23 +42,17 @@ def main(argv):
     p = json.loads(meta["params"])
     V = p["V"]
     half = V // 2
-    try:
-        os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    except OSError:
-        pass
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
+    if CHILD == 0:
+        os.close(READ_END)
         data = pickle.dumps(columns(p, x, half, V))
-        with os.fdopen(w, "wb") as f:
+        with os.fdopen(WRITE_END, "wb") as f:
             f.write(data)
         os._exit(0)
-    os.close(w)
+    os.close(WRITE_END)
     a = columns(p, x, 0, half)
-    with os.fdopen(r, "rb") as f:
+    with os.fdopen(READ_END, "rb") as f:
         b = pickle.loads(f.read())
-    os.waitpid(pid, 0)
+    os.waitpid(CHILD, 0)
     result = {"o": np.concatenate([a["o"], b["o"]], axis=-1), "ht": np.concatenate([a["ht"], b["ht"]], axis=-1)}
     names = meta["outputs"].split(",")
     dtypes, arrays = {}, {}

@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -560,7 +563,7 @@ TEST(Channels, DescriptorsArriveInOrderAndOnStartSeesTheWorker) {
   spec.fds = {p[0], in.fd()};
   spec.wall_seconds = 60;
   std::string seen;
-  spec.on_start = [&](pid_t pid) { seen = slurp("/proc/" + std::to_string(pid) + "/cmdline"); };
+  spec.on_start = [&](pid_t pid, pid_t) { seen = slurp("/proc/" + std::to_string(pid) + "/cmdline"); };
   SandboxResult r = run_sandboxed(spec);
   EXPECT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0) << r.wait_status << r.output_tail;
   EXPECT_TRUE(fs::exists(dir + "/out.safetensors")) << r.output_tail;
@@ -569,6 +572,75 @@ TEST(Channels, DescriptorsArriveInOrderAndOnStartSeesTheWorker) {
   ::close(p[0]);
   ::close(p[1]);
   remove_temp_dir(dir);
+}
+
+// --- stopping what a candidate left running (the timing worker's hold) ----------------------------
+
+// The CPU time of process `pid` so far, in seconds (every thread).
+double cpu_seconds_of(pid_t pid) {
+  clockid_t id;
+  timespec ts{};
+  if (::clock_getcpuclockid(pid, &id) != 0 || ::clock_gettime(id, &ts) != 0) return -1;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+TEST(Hold, EveryDescendantButTheKeptOneStopsAndRunsAgainAfter) {
+  // root (the init's place) -> keep (the worker's place, sleeps) -> a child that spins, and a
+  // grandchild in a session of its own (reparented to root when its parent exits) that spins.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t root = ::fork();
+  ASSERT_GE(root, 0);
+  if (root == 0) {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (::fork() == 0) {              // keep
+      if (::fork() == 0) for (;;) {}  // a spinning child
+      const pid_t mid = ::fork();
+      if (mid == 0) {
+        ::setsid();
+        if (::fork() == 0) for (;;) {}   // a spinning daemon
+        ::_exit(0);
+      }
+      ::waitpid(mid, nullptr, 0);
+      const pid_t me = ::getpid();
+      (void)!::write(ready[1], &me, sizeof me);
+      for (;;) ::pause();
+    }
+    for (;;) ::pause();
+  }
+  pid_t keep = 0;
+  ASSERT_EQ(::read(ready[0], &keep, sizeof keep), static_cast<ssize_t>(sizeof keep));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));   // the daemon is running by now
+  std::string why;
+  const std::vector<pid_t> held = stop_sandbox_processes(root, 0, &why);
+  EXPECT_EQ(why, "");
+  // keep, its spinning child and the daemon (the daemon's first fork has exited).
+  EXPECT_EQ(held.size(), 3u);
+  EXPECT_EQ(std::count(held.begin(), held.end(), keep), 1);
+  std::vector<double> before;
+  for (pid_t p : held) before.push_back(cpu_seconds_of(p));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_LT(cpu_seconds_of(held[i]) - before[i], 0.002) << "process " << held[i] << " ran while stopped";
+    std::ifstream f(fmt::format("/proc/{}/stat", held[i]));
+    std::string line;
+    std::getline(f, line);
+    EXPECT_EQ(line[line.rfind(')') + 2], 'T') << line;
+  }
+  continue_processes(held);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  double spun = 0;
+  for (size_t i = 0; i < held.size(); ++i) spun += cpu_seconds_of(held[i]) - before[i];
+  EXPECT_GT(spun, 0.05) << "the spinning processes did not run again";
+  // `keep` stays running: stopping the rest again leaves it out.
+  const std::vector<pid_t> again = stop_sandbox_processes(root, keep, &why);
+  EXPECT_EQ(std::count(again.begin(), again.end(), keep), 0);
+  EXPECT_EQ(again.size(), 2u);
+  for (pid_t p : held) ::kill(p, SIGKILL);
+  ::kill(root, SIGKILL);
+  ::waitpid(root, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 // --- temp dirs and signals ------------------------------------------------------------------------
