@@ -64,9 +64,12 @@ std::vector<Suite> build() {
                    past_64k,
                }});
   Suite gate{"kda-gate", "the KDA merge gate: every regime, GVA, long context past 64K (a few minutes)", {}};
+  // strong_decay on f32 inputs: gates of full precision, whose chunk-local cumsums round (bf16
+  // gates of this size sum exactly, which hides the reverse-cumsum pitfall: kda_mutant_chunk_gamma_diff).
   for (const char* r : {"kimi_linear", "glm_safe_gate", "zero_gate", "forget_mix", "strong_decay", "collinear_keys",
                         "neg_eigval", "tiny_norm", "unnormalized_keys"})
-    gate.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype=bf16,seed=0)", r));
+    gate.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype={},seed=0)", r,
+                                     std::string(r) == "strong_decay" ? "f32" : "bf16"));
   gate.cases.push_back("kda(T=4096,H=2,K=128,V=128,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)");
   gate.cases.push_back("kda(T=4096,H=2,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)");
   gate.cases.push_back("kda(T=4096,H=2,K=60,V=100,regime=odd_dims,dtype=bf16,seed=0)");

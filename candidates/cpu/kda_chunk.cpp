@@ -215,7 +215,7 @@ void invert_unit_lower(ChunkScratch& w, int64_t c) {
 }
 
 // Columns [cols.c0, cols.c1) of pair (n, hv); w sized for at least that width.
-template <bool kBf16>
+template <bool kBf16, ChunkBug kBug = ChunkBug::none>
 void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tensor& o, Tensor& ht, int64_t n,
                 int64_t hv, ColumnRange cols, ChunkScratch& w) {
   const int64_t K = p.K, V = cols.width(), HV = p.HV, Kp = w.Kp, Vp = round_up16(V), KVp = Kp + Vp;
@@ -242,12 +242,18 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     // as a difference of two inclusive sums they would lose |G| 2^-24 to cancellation, the largest
     // error of the state update for channels that decay fast (the reverse-cumsum pitfall).
     float* Rs = w.Rs.get();
-    for (int64_t d = 0; d < Kp; d += 16) V16::set1(0.0f).store(Rs + (c - 1) * Kp + d);
-    for (int64_t i = c - 2; i >= 0; --i)
-      for (int64_t d = 0; d < Kp; d += 16) (ld(Rs + (i + 1) * Kp + d) + ld(G + (i + 1) * Kp + d)).store(Rs + i * Kp + d);
+    if constexpr (kBug != ChunkBug::gamma_by_difference) {
+      for (int64_t d = 0; d < Kp; d += 16) V16::set1(0.0f).store(Rs + (c - 1) * Kp + d);
+      for (int64_t i = c - 2; i >= 0; --i)
+        for (int64_t d = 0; d < Kp; d += 16) (ld(Rs + (i + 1) * Kp + d) + ld(G + (i + 1) * Kp + d)).store(Rs + i * Kp + d);
+    }
     for (int64_t i = 1; i < c; ++i)
       for (int64_t d = 0; d < Kp; d += 16) (ld(G + i * Kp + d) + ld(G + (i - 1) * Kp + d)).store(G + i * Kp + d);
-    const float* gamma = G + (c - 1) * Kp;
+    // (Mutant: the last row of a full chunk, stale rows when the chunk is ragged.)
+    const float* gamma = G + (kBug == ChunkBug::ragged_gamma ? kChunk - 1 : c - 1) * Kp;
+    if constexpr (kBug == ChunkBug::gamma_by_difference)   // (mutant: the reverse-cumsum pitfall)
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t d = 0; d < Kp; d += 16) (ld(G + (c - 1) * Kp + d) - ld(G + i * Kp + d)).store(Rs + i * Kp + d);
 
     // Gated copies: q exp(G) (rows c.. of WQ), [(k beta) exp(G) | v beta], k exp(gamma - G), exp(gamma).
     float* Qg = WQ + c * Kp;
@@ -299,10 +305,11 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     }
 
     // S <- diag(exp(gamma)) S + (k exp(gamma - G))^T V'.
-    for (int64_t d = 0; d < K; ++d) {
-      const V16 e = V16::set1(eg[d]);
-      for (int64_t j = 0; j < Vp; j += 16) (ld(S + d * Vp + j) * e).store(S + d * Vp + j);
-    }
+    if constexpr (kBug != ChunkBug::no_boundary_decay)   // (mutant: the carried state never decays)
+      for (int64_t d = 0; d < K; ++d) {
+        const V16 e = V16::set1(eg[d]);
+        for (int64_t j = 0; j < Vp; j += 16) (ld(S + d * Vp + j) * e).store(S + d * Vp + j);
+      }
     gemm(K, Vp, c, Kg, Kp, AForm::transposed, Vn, Vp, pack, [&](int64_t i, int64_t j, V16 acc) {
       float* dst = S + i * Vp + j;
       (ld(dst) + acc).store(dst);
@@ -311,7 +318,7 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
   store_state(ht, n, hv, p, S, Vp, cols.c0, cols.c1);
 }
 
-template <bool kBf16>
+template <bool kBf16, ChunkBug kBug = ChunkBug::none>
 void kda_chunk(const KdaParams& p, const TensorMap& in, TensorMap& out) {
   const int64_t HV = p.HV, N = p.num_seqs();
   Tensor& o = output(out, "o", p.B * p.T * HV * p.V);
@@ -334,7 +341,7 @@ void kda_chunk(const KdaParams& p, const TensorMap& in, TensorMap& out) {
       [&](int64_t item, ChunkScratch& w) {
         FlushSubnormals ftz;
         const int64_t pair = item / parts;
-        chunk_pair<kBf16>(p, in, h0, o, ht, pair / HV, pair % HV, column_range(p.V, parts, item % parts), w);
+        chunk_pair<kBf16, kBug>(p, in, h0, o, ht, pair / HV, pair % HV, column_range(p.V, parts, item % parts), w);
       });
 }
 
@@ -347,6 +354,15 @@ void kda_cpu_chunk_f32(const KdaParams& p, const TensorMap& in, TensorMap& out) 
 
 void kda_cpu_chunk_bf16(const KdaParams& p, const TensorMap& in, TensorMap& out) {
   kda_cpu::kda_chunk<true>(p, in, out);
+}
+
+void kda_cpu_chunk_mutant_f32(ChunkBug bug, const KdaParams& p, const TensorMap& in, TensorMap& out) {
+  switch (bug) {
+    case ChunkBug::none: return kda_cpu::kda_chunk<false>(p, in, out);
+    case ChunkBug::gamma_by_difference: return kda_cpu::kda_chunk<false, ChunkBug::gamma_by_difference>(p, in, out);
+    case ChunkBug::ragged_gamma: return kda_cpu::kda_chunk<false, ChunkBug::ragged_gamma>(p, in, out);
+    case ChunkBug::no_boundary_decay: return kda_cpu::kda_chunk<false, ChunkBug::no_boundary_decay>(p, in, out);
+  }
 }
 
 DG_REGISTER_CANDIDATE(kda_cpu_chunk_f32,

@@ -40,6 +40,17 @@ void kda_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_cpu_chunk_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_cpu_chunk_bf16(const KdaParams& p, const TensorMap& in, TensorMap& out);
+
+// The chunk-boundary bugs of the chunk form (candidates/mutants/kda_mutants.cpp registers each as a
+// mutant of kda_cpu_chunk_f32; none is the honest kernel):
+//   gamma_by_difference  gamma - G_i as the difference of two inclusive cumsums instead of its own
+//                        reverse scan (the reverse-cumsum pitfall: loses |G| 2^-24 per channel,
+//                        most for channels that decay fast)
+//   ragged_gamma         the chunk's total decay gamma read from row C - 1 of the cumsum: right for
+//                        a full chunk, stale rows for the ragged last one (T % 64 != 0)
+//   no_boundary_decay    the state carried into the next chunk is not decayed by exp(gamma)
+enum class ChunkBug { none, gamma_by_difference, ragged_gamma, no_boundary_decay };
+void kda_cpu_chunk_mutant_f32(ChunkBug bug, const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_decode_cpu_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_decode_cpu_bf16state(const KdaParams& p, const TensorMap& in, TensorMap& out);
 

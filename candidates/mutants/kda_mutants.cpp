@@ -2,6 +2,7 @@
 // A mutant carries one bug a real kernel has shipped or could ship (notes/kda-numerics.md: the
 // section named in its doc); `driftgate mutants` must see every one of them REJECTED by a suite
 // that exercises the bug. An equivalent variant is a legitimate rewrite that must MERGE on every case.
+#include "candidates/cpu/kda_cpu.h"
 #include "candidates/mutants/kda_variant.h"
 #include "harness/ops/kda_op.h"
 #include "harness/registry.h"
@@ -27,6 +28,10 @@ CandidateInfo decode_mutant(const char* name, const char* doc) { return decode_i
 CandidateInfo decode_equivalent(const char* name, const char* doc) { return decode_info(name, "equivalent", doc); }
 RunFn decode_variant(KdaVariant v) {
   return [v](const Case& c, const TensorMap& in, TensorMap& out) { run_kda_decode_variant(v, kda_params(c), in, out); };
+}
+
+RunFn chunk_variant(ChunkBug bug) {
+  return [bug](const Case& c, const TensorMap& in, TensorMap& out) { kda_cpu_chunk_mutant_f32(bug, kda_params(c), in, out); };
 }
 
 }  // namespace
@@ -71,6 +76,17 @@ DG_REGISTER_CANDIDATE(kda_mutant_checkpoint_bf16, mutant("kda_mutant_checkpoint_
                       variant({.checkpoint_every = 4096}));
 DG_REGISTER_CANDIDATE(kda_mutant_varlen_boundary, mutant("kda_mutant_varlen_boundary", "varlen: every inner segment boundary one token late (pitfall 11)"),
                       variant({.varlen_late_boundary = true}));
+// --- the chunk form's boundaries (notes §2.1: the chunked WY/UT form; the honest kernel is
+// kda_cpu_chunk_f32, and each of these is it with one bug) ---
+DG_REGISTER_CANDIDATE(kda_mutant_chunk_gamma_diff,
+                      mutant("kda_mutant_chunk_gamma_diff", "chunk form: gamma - G_i as a difference of inclusive cumsums, not a reverse scan (the reverse-cumsum pitfall)"),
+                      chunk_variant(ChunkBug::gamma_by_difference));
+DG_REGISTER_CANDIDATE(kda_mutant_chunk_ragged_gamma,
+                      mutant("kda_mutant_chunk_ragged_gamma", "chunk form: the last chunk's total decay read at row 63 of the cumsum, stale when T % 64 != 0"),
+                      chunk_variant(ChunkBug::ragged_gamma));
+DG_REGISTER_CANDIDATE(kda_mutant_chunk_no_boundary_decay,
+                      mutant("kda_mutant_chunk_no_boundary_decay", "chunk form: the state carried into the next chunk is not decayed by exp(gamma)"),
+                      chunk_variant(ChunkBug::no_boundary_decay));
 
 // --- legitimate rewrites: must MERGE everywhere ---
 DG_REGISTER_CANDIDATE(kda_equiv_f64_accum, equivalent("kda_equiv_f64_accum", "S^T k and S^T q accumulated in f64"),

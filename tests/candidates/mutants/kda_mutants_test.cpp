@@ -23,6 +23,10 @@ const std::map<std::string, std::string>& exercising_case() {
   static const std::string h0 = "kda(T=64,H=1,K=64,V=64,regime=nonsymmetric_h0,dtype=bf16,seed=0)";
   static const std::string varlen = "kda(T=1208,H=1,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)";
   static const std::string past_64k = "kda(T=65537,H=1,K=16,V=16,regime=long_memory,dtype=bf16,seed=0)";
+  // The chunk form's boundaries: a ragged last chunk (T % 64 != 0), and gates of full precision
+  // that decay fast, whose chunk-local cumsums round (bf16 gates of this size sum exactly).
+  static const std::string ragged = "kda(T=250,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)";
+  static const std::string strong_f32 = "kda(T=1024,H=2,K=64,V=64,regime=strong_decay,dtype=f32,seed=0)";
   static const std::map<std::string, std::string> m = {
       {"kda_mutant_state_bf16", plain},          {"kda_mutant_decay_bf16", plain},
       {"kda_mutant_decay_f16", plain},           {"kda_mutant_dot_bf16", plain},
@@ -33,6 +37,8 @@ const std::map<std::string, std::string>& exercising_case() {
       {"kda_mutant_pos_wrap16", past_64k},       {"kda_mutant_reset_32k", past_64k},
       {"kda_mutant_checkpoint_bf16", past_64k},
       {"kda_mutant_sigmoid_fast", plain},        {"kda_mutant_log_fast", plain},   // kimi_linear: sigmoid beta, softplus gate
+      {"kda_mutant_chunk_no_boundary_decay", plain}, {"kda_mutant_chunk_ragged_gamma", ragged},
+      {"kda_mutant_chunk_gamma_diff", strong_f32},
   };
   return m;
 }
@@ -92,10 +98,11 @@ TEST(KdaMutants, ConditionalBugsSurviveCasesThatDoNotExerciseThem) {
   const KillMatrix& m = matrix();
   const size_t plain = case_index(m, "kda(T=256,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)");
   for (const char* name : {"kda_mutant_gva_head_mod", "kda_mutant_h0_transposed", "kda_mutant_varlen_boundary",
-                           "kda_mutant_pos_wrap16", "kda_mutant_reset_32k", "kda_mutant_checkpoint_bf16"}) {
+                           "kda_mutant_pos_wrap16", "kda_mutant_reset_32k", "kda_mutant_checkpoint_bf16",
+                           "kda_mutant_chunk_ragged_gamma"}) {
     auto it = std::find_if(m.rows.begin(), m.rows.end(), [&](const VariantRow& r) { return r.candidate == name; });
     ASSERT_NE(it, m.rows.end()) << name;
-    EXPECT_EQ(it->cells[plain].verdict, Verdict::MERGE) << name << " (H = HV, no h0, one sequence, T = 256)";
+    EXPECT_EQ(it->cells[plain].verdict, Verdict::MERGE) << name << " (H = HV, no h0, one sequence, T = 256 = 4 full chunks)";
   }
 }
 
