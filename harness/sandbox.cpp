@@ -284,9 +284,7 @@ namespace {
 volatile sig_atomic_t g_parent_gone = 0;   // degraded mode: driftgate died (PR_SET_PDEATHSIG SIGTERM)
 }  // namespace
 
-// argv: EXE sandbox-init STATUS_FD DIR LANDLOCK -- WORKER ARGV...; LANDLOCK: the ruleset's parts,
-// "-" for none (make_ruleset).
-// --- stopping a sandbox (set_sandbox_stopped) ---------------------------------------------------
+// --- stopping what runs in a sandbox (stop_sandbox_processes) ----------------------------------
 namespace {
 
 std::vector<pid_t> tasks_of(pid_t pid) {
@@ -379,6 +377,8 @@ void continue_processes(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) ::kill(p, SIGCONT);
 }
 
+// argv: EXE sandbox-init STATUS_FD DIR LANDLOCK -- WORKER ARGV...; LANDLOCK: the ruleset's parts,
+// "-" for none (make_ruleset).
 int sandbox_init_main(int argc, char** argv) {
   if (argc < 7 || std::strcmp(argv[5], "--") != 0) {
     std::fputs("driftgate sandbox-init: started by driftgate only\n", stderr);
