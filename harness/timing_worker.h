@@ -50,8 +50,8 @@
 //     well) before anything else runs in it, so every thread it or a plugin starts inherits the
 //     mask, and again before every timed call; exec programs start with none blocked. A signal
 //     handler can then run in no candidate's timed call: a patch whose timer signal burns the
-//     timing thread outside its own calls read 5.1x FASTER though 1.5x slower (T=1024, --threads 1)
-//     when the mask was left open, and reads 0.74x SLOWER so. Before answering "go" driftgate reads
+//     timing thread outside its own calls read 2.46x FASTER though 2.5x slower (T=1024, --threads 1)
+//     when the mask was left open, and reads 0.40x SLOWER so. Before answering "go" driftgate reads
 //     the worker's main thread's blocked signals (/proc/PID/status SigBlk); a timed call that began
 //     with any signal open (a candidate patched the code that blocks them) makes every candidate's
 //     samples INVALID, as whose call a handler ran in cannot be told.
@@ -59,9 +59,9 @@
 //     sandbox (harness/sandbox.h stop_sandbox_processes: the init's descendants but the worker
 //     itself, whatever groups and sessions they made) before it answers "go", and continues them
 //     after the call's "done": a process a candidate left running, or a plugin's child, cannot
-//     take a core or memory bandwidth from any candidate's call (a patch 1.5x slower whose daemon
-//     spun on the worker's core outside its own calls read 1.53x FASTER, MERGE; 0.57-0.68x SLOWER
-//     held). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
+//     take a core or memory bandwidth from any candidate's call (a patch 2x slower whose three
+//     daemons spun on the worker's core outside its own calls read 1.18-1.24x FASTER, MERGE;
+//     0.50-0.65x SLOWER held). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
 //     idle). What a call starts itself (an exec program) runs.
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of

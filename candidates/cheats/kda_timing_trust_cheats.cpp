@@ -8,15 +8,15 @@
 //                            driftgate's clock)
 //   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core and
 //                            splits the heads over two threads (rule cpu_budget)
-//   kda_cheat_slow_base      1.5x slower than the honest kernel; a timer signal burns 80% of the
+//   kda_cheat_slow_base      2.5x slower than the honest kernel; a timer signal burns 80% of the
 //                            timing thread whenever its own call is not running, so that another
 //                            candidate timed in the same process would run about 5x slower (the
 //                            timing worker blocks every signal during timed calls: SLOWER)
 //   kda_cheat_open_signals   the same, and patches the C library's syscall() so that the worker's
 //                            blocking of signals does nothing (rule signals)
-//   kda_cheat_burner_daemon  1.5x slower; leaves a daemon that spins on the timing worker's core
-//                            whenever its own call is not running (driftgate stops every other
-//                            process of the sandbox during timed calls: SLOWER)
+//   kda_cheat_burner_daemon  2x slower; leaves three daemons that spin on the timing worker's
+//                            core whenever its own call is not running (driftgate stops every
+//                            other process of the sandbox during timed calls: SLOWER)
 // The patches are in process_cheats.h (the cheating test plugin uses them too).
 #include <sched.h>
 #include <unistd.h>
@@ -92,10 +92,10 @@ void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
 }  // namespace
 
 DG_REGISTER_CANDIDATE(kda_cheat_burner_daemon,
-                      cheat_info("kda_cheat_burner_daemon", "1.5x slower, leaves a daemon spinning on its core outside its own calls"),
+                      cheat_info("kda_cheat_burner_daemon", "2x slower, leaves three daemons spinning on its core outside its own calls"),
                       burner_daemon);
 DG_REGISTER_CANDIDATE(kda_cheat_slow_base,
-                      cheat_info("kda_cheat_slow_base", "1.5x slower, a timer signal burns the timing thread outside its own calls"),
+                      cheat_info("kda_cheat_slow_base", "2.5x slower, a timer signal burns the timing thread outside its own calls"),
                       slow_base);
 DG_REGISTER_CANDIDATE(kda_cheat_open_signals,
                       cheat_info("kda_cheat_open_signals", "kda_cheat_slow_base that also makes the worker's blocking of signals a no-op (rule signals)"),

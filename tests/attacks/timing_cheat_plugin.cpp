@@ -5,7 +5,7 @@
 //      spins for 0.3x more (a timer in its process reads 1.5x faster; rule clock, SLOWER)
 //   2  kda_plugin_twothreads_f32: widens its CPU affinity to every core and splits the value
 //      columns over two threads, whatever the thread budget in params_json (rule cpu_budget)
-//   3  kda_plugin_slowbase_f32: computes honestly and spins for 0.5x more; a timer signal burns 80%
+//   3  kda_plugin_slowbase_f32: computes honestly and spins for 1.5x more; a timer signal burns 80%
 //      of the timing thread outside its own calls (the worker blocks every signal during timed
 //      calls, so the other candidate's calls are not slowed: SLOWER)
 // The clock patch is candidates/cheats/process_cheats.h, shared with the built-in canary.
@@ -34,7 +34,7 @@ const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat"
 
 #elif CHEAT_KIND == 3
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
-                                      "the example kernel 1.5x slower, a timer signal burning the thread between its calls"}};
+                                      "the example kernel 2.5x slower, a timer signal burning the thread between its calls"}};
 
 #else
 const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
