@@ -116,6 +116,11 @@ struct BenchSamples {
   // "rule cpu_budget: ...") makes the samples INVALID: the gate rejects, bench flags the row.
   std::vector<double> self_seconds;
   std::string invalid;
+  // Rule base_alone (the first candidate of a gate's timing): its median time beside the others over
+  // its median time in a worker of its own, with the 95% interval, and the calls alone (0: not
+  // measured).
+  double alone_ratio = 0, alone_lo = 0, alone_hi = 0;
+  int alone_calls = 0;
 };
 
 // Times every candidate on the case. Throws InputError when a candidate does not implement the

@@ -124,7 +124,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   if (opt.time) {
     machine = load_or_measure_machine(g.machine_file, false);
     opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
-      return measure_speed(b, p, c, pol, machine, opt.worker_args, wall);
+      return measure_speed(b, p, c, pol, machine, opt.worker_args, outside_args_of(opt.worker_args, b.name()), wall);
     };
     opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
       TimingRequest req;
@@ -319,7 +319,7 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
   opt.memory_bytes = int64_t{2} << 30;
   // One thread granted: a canary that runs a hidden second thread breaks the budget.
   opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
-    return measure_speed(b, p, c, pol, machine, {"--threads", "1"}, wall);
+    return measure_speed(b, p, c, pol, machine, {"--threads", "1"}, {"--threads", "1"}, wall);
   };
   opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
     TimingRequest req;

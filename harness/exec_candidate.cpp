@@ -352,4 +352,23 @@ std::vector<std::string> outside_candidate_args() {
   return args;
 }
 
+std::vector<std::string> outside_args_of(const std::vector<std::string>& args, const std::string& candidate) {
+  const std::string plugin = plugin_path_of(candidate);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i + 1 < args.size() && args[i] == "--plugin") {
+      if (!plugin.empty() && same_plugin_file(args[i + 1], plugin)) out.insert(out.end(), {args[i], args[i + 1]});
+      ++i;
+    } else if (i + 1 < args.size() && args[i] == "--exec") {
+      const std::string& spec = args[i + 1];
+      const size_t eq = spec.find('=');
+      if (eq != std::string::npos && trim(spec.substr(0, eq)) == candidate) out.insert(out.end(), {args[i], spec});
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace dg

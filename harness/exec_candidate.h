@@ -49,6 +49,11 @@ std::vector<std::string> exec_specs();
 // another driftgate process (a worker): --plugin PATH ... --exec SPEC ..., in load order.
 std::vector<std::string> outside_candidate_args();
 
+// `args` (as outside_candidate_args gives them, with --threads N and the like) less every --plugin
+// and --exec that does not bring `candidate` itself: a worker that runs `candidate` alone loads no
+// other outside code.
+std::vector<std::string> outside_args_of(const std::vector<std::string>& args, const std::string& candidate);
+
 // Copies each tensor of `out` from the .safetensors file at `path` (the program's {out}), converting
 // its dtype; throws std::runtime_error naming `candidate` and the missing or mis-shaped tensor.
 void read_exec_outputs(const std::string& path, const std::string& candidate, TensorMap& out);

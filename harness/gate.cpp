@@ -306,9 +306,10 @@ std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, 
   out.push_back({"timed_outputs", s.inconsistent.empty(),
                  s.inconsistent.empty() ? "every timed call's outputs match an untimed re-run"
                                         : "INVALID: " + s.inconsistent});
+  const std::string again = s.retimed.empty() ? "" : " (timed twice: the first timing broke " + s.retimed + ")";
   out.push_back({"timing_rules", s.invalid.empty(),
-                 s.invalid.empty() ? "driftgate's clock and CPU reads agree with the worker's, within the thread budget"
-                                   : "INVALID: " + s.invalid});
+                 (s.invalid.empty() ? "driftgate's clock and CPU reads agree with the worker's, within the thread budget"
+                                    : "INVALID: " + s.invalid) + again});
   out.push_back({"throughput", s.verdict != "SLOWER",
                  fmt::format("{} speedup {:.3f} [{:.3f}, {:.3f}]", s.verdict, s.estimate, s.lo, s.hi)});
   if (claim)
@@ -349,6 +350,10 @@ nlohmann::json row_json(const GateRow& g) {
                     {"gbs_patch", s.gbs_patch}, {"pct_of_limit_patch", s.pct_of_limit_patch},
                     {"patch_on_device", s.patch_on_device}, {"patch_wall_median_s", s.patch_wall_median_s},
                     {"patch_host_overhead", s.patch_host_overhead}};
+    if (s.base_alone_calls > 0)
+      row["speed"]["base_alone"] = {{"ratio", s.base_alone}, {"lo", s.base_alone_lo}, {"hi", s.base_alone_hi},
+                                    {"calls_alone", s.base_alone_calls}};
+    if (!s.retimed.empty()) row["speed"]["retimed"] = s.retimed;
     if (s.patch_on_device) {
       row["speed"]["patch_device"] = s.patch_device;
       row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
@@ -457,6 +462,14 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_peak_gbs = s.value("patch_peak_gbs", 0.0);
       sp.patch_throttled = s.value("patch_throttled", 0);
       sp.patch_low_clock = s.value("patch_low_clock", 0);
+      sp.retimed = s.value("retimed", std::string());
+      if (s.contains("base_alone")) {
+        const nlohmann::json& a = s.at("base_alone");
+        sp.base_alone = a.at("ratio");
+        sp.base_alone_lo = a.at("lo");
+        sp.base_alone_hi = a.at("hi");
+        sp.base_alone_calls = a.at("calls_alone");
+      }
       g.speed = sp;
     }
     rows.push_back(std::move(g));

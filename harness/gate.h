@@ -79,6 +79,11 @@ struct SpeedRow {
   double patch_peak_gbs = 0;             // its memory bandwidth, the bound of the INVALID rule
   int patch_throttled = 0;               // launches measured again after a clock drop
   int patch_low_clock = 0;               // launches kept at a dropped clock after three re-measures
+  // Rule base_alone: the base's time beside the patch over its time alone, its interval and the
+  // calls alone (0: not measured: a device candidate, or a gate read from an older file).
+  double base_alone = 0, base_alone_lo = 0, base_alone_hi = 0;
+  int base_alone_calls = 0;
+  std::string retimed;                   // rule base_alone broken on a first timing: its finding
 };
 
 struct GateRow {

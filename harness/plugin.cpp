@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,10 @@ std::vector<std::string>& listed_plugins() {
 }
 std::set<std::string>& proxy_names() {
   static std::set<std::string> v;
+  return v;
+}
+std::map<std::string, std::string>& proxy_paths() {   // proxy name -> its plugin's canonical path
+  static std::map<std::string, std::string> v;
   return v;
 }
 
@@ -278,6 +283,13 @@ Plugin* find_loaded(const std::string& canon) {
 
 bool is_plugin_proxy(const Candidate& c) { return proxy_names().count(c.name()) > 0; }
 
+std::string plugin_path_of(const std::string& candidate) {
+  const auto it = proxy_paths().find(candidate);
+  return it == proxy_paths().end() ? std::string() : it->second;
+}
+
+bool same_plugin_file(const std::string& a, const std::string& b) { return canonical_of(a) == canonical_of(b); }
+
 void load_plugin(const std::string& path) {
   check_path(path);
   const std::string canon = canonical_of(path);
@@ -429,6 +441,7 @@ void list_plugin_in_worker(const std::string& path) {
   for (CandidateInfo& info : infos) {
     const std::string name = info.name;
     proxy_names().insert(name);
+    proxy_paths()[name] = canon;
     register_candidate(std::move(info), [name, path](const Case&, const TensorMap&, TensorMap&) {
       throw std::logic_error(fmt::format("{} is a candidate of plugin '{}' and runs only in a worker process; driftgate "
                                          "does not load plugins into the process that holds the reference and the results",

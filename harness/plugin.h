@@ -51,6 +51,10 @@ inline constexpr size_t kMaxPluginDocChars = 4096;
 
 // True for a candidate registered as a proxy of a plugin listed in a worker.
 bool is_plugin_proxy(const Candidate& c);
+// The canonical path of the plugin that lists `candidate` ("" for any other candidate), and whether
+// two paths name the same file.
+std::string plugin_path_of(const std::string& candidate);
+bool same_plugin_file(const std::string& a, const std::string& b);
 
 // The plugin files loaded or listed so far, in order (a worker process loads the same ones).
 std::vector<std::string> loaded_plugins();

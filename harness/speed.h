@@ -40,11 +40,13 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
 // The SpeedRow of two candidates' samples (base first, patch second).
 SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m);
 
-// Timing runs in a worker process (harness/timing_worker.h); extra_args are forwarded to it. The
-// worker is killed after wall_seconds (0: TimingRequest's default); a worker that crashes, hangs or
-// fails throws std::runtime_error with its status, which the gate turns into an ERRORED check.
+// Timing runs in a worker process (harness/timing_worker.h); extra_args are forwarded to it, and
+// base_args to the worker that times the base alone (rule base_alone: the outside candidate
+// arguments that bring the base and nothing else, exec_candidate.h outside_args_of). The worker is
+// killed after wall_seconds (0: TimingRequest's default); a worker that crashes, hangs or fails
+// throws std::runtime_error with its status, which the gate turns into an ERRORED check.
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
-                       const MachineLimits& m, const std::vector<std::string>& extra_args = {},
-                       double wall_seconds = 0);
+                       const MachineLimits& m, const std::vector<std::string>& extra_args,
+                       const std::vector<std::string>& base_args, double wall_seconds = 0);
 
 }  // namespace dg

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -230,6 +231,68 @@ struct Sample {
 // Every signal but SIGKILL (9) and SIGSTOP (19), which cannot be blocked: bit n-1 is signal n.
 constexpr uint64_t kBlockable = ~((uint64_t{1} << 8) | (uint64_t{1} << 18));
 
+// Rule base_alone: the base beside the patch may be at most this much slower than alone (the lower
+// end of the 95% interval of the ratio of their medians). Honest pairs read 0.72-1.29 on a loaded
+// 2-core machine, the lower end of the interval at most 1.00 (README).
+constexpr double kBaseAloneTolerance = 0.10;
+constexpr size_t kBaseAloneMinCalls = 5;
+
+// Whose turn it is, when two timing workers are served at once (the shared worker, which times
+// base and patch, and the base's worker of its own): one timed call at a time, the alone worker's
+// after every `every` calls of the shared one, and only while the shared worker waits for its next
+// call (its main thread blocked on the channel: stopped anywhere else, in the middle of its own
+// untimed work, the shared worker's calls grew slower and slower, 2.1 to 4.0 ms over 600 calls,
+// while the alone worker's stayed at 2.2 ms). The alone worker's call comes first, once the shared
+// worker is ready for its own (so that the two interleave from the start), unless the alone one has
+// ended.
+class Turns {
+ public:
+  explicit Turns(int every) : every_(every), since_(every) {}   // the alone worker's call first
+  // false: the other side has ended for good (the alone worker stops being served).
+  bool acquire(bool alone) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (alone) {
+      alone_waiting_ = true;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return closed_ || (!busy_ && since_ >= every_ && shared_waiting_); });
+      alone_waiting_ = false;
+      if (closed_) return false;
+      since_ = 0;
+      alone_began_ = true;
+    } else {
+      shared_waiting_ = true;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return !busy_ && (alone_gone_ || (alone_began_ && !(alone_waiting_ && since_ >= every_))); });
+      shared_waiting_ = false;
+    }
+    busy_ = true;
+    return true;
+  }
+  void release(bool alone) {
+    std::lock_guard<std::mutex> l(mu_);
+    busy_ = false;
+    if (!alone) ++since_;
+    cv_.notify_all();
+  }
+  void alone_ended() {   // the alone worker's server has stopped: the shared one waits no more
+    std::lock_guard<std::mutex> l(mu_);
+    alone_gone_ = true;
+    cv_.notify_all();
+  }
+  void close() {   // the shared worker has ended: the alone one is served no more
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int every_, since_;
+  bool busy_ = false, alone_waiting_ = false, alone_gone_ = false, closed_ = false;
+  bool shared_waiting_ = false, alone_began_ = false;
+};
+
 // Serves the worker's channel from a thread of driftgate's: answers every exchange, timing it.
 class ChannelServer {
  public:
@@ -261,13 +324,29 @@ class ChannelServer {
     close_worker_ends();
     started_.store(true);
   }
-  void start() { thread_ = std::thread([this] { serve(); }); }
+  // Served beside another timing worker (rule base_alone): timed calls take turns, and each holds
+  // every process of the other's sandbox stopped, that worker's own too.
+  void pair(Turns* turns, bool alone, const ChannelServer* other) {
+    turns_ = turns;
+    alone_ = alone;
+    other_ = other;
+  }
+  void start() {
+    thread_ = std::thread([this] {
+      serve();
+      if (turns_ && alone_) turns_->alone_ended();
+    });
+  }
   // After the worker has ended (or failed to start): whatever still holds the channel open (a
   // process the candidate left behind), the serving thread stops.
+  // Also hangs up: a worker still waiting on the channel (the alone worker, once the shared one has
+  // ended) reads its end and exits.
   void finish() {
     close_worker_ends();
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
+    for (int* fd : {&to_worker_[1], &from_worker_[0]})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
   }
 
   std::vector<Sample> samples;   // read after finish()
@@ -319,12 +398,21 @@ class ChannelServer {
         pending_index = ++timed_count[static_cast<size_t>(m.cand)];
       }
       // Whatever else runs in the sandbox (a process a candidate left behind, a plugin's child) is
-      // stopped for the timed call and continued after it.
-      std::vector<pid_t> held;
+      // stopped for the timed call and continued after it; so is the whole sandbox of a paired
+      // worker, once it is this one's turn.
+      Hold hold(turns_, alone_);
       if (m.tag == 'R') {
+        if (turns_ && !turns_->acquire(alone_)) return;
+        hold.turn = turns_ != nullptr;
         std::string why;
-        held = stop_sandbox_processes(init_.load(), worker_.load(), &why);
+        hold.pids = stop_sandbox_processes(init_.load(), worker_.load(), &why);
         if (!why.empty() && idle_problem.empty()) idle_problem = why;
+        if (const pid_t other_init = other_ ? other_->init_.load() : 0; other_init > 0) {
+          why.clear();
+          const std::vector<pid_t> more = stop_sandbox_processes(other_init, 0, &why);
+          hold.pids.insert(hold.pids.end(), more.begin(), more.end());
+          if (!why.empty() && idle_problem.empty()) idle_problem = why;
+        }
       }
       WorkerProbe::Reading r0 = probe_.settled();
       if (m.tag == 'R') {
@@ -339,7 +427,7 @@ class ChannelServer {
       const auto t1 = Clock::now();
       const double own1 = own_run_queue_wait();
       const WorkerProbe::Reading r1 = probe_.settled();
-      continue_processes(held);
+      hold.release();
       if (d.tag != 'D' || d.cand != m.cand) {
         protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
         return;
@@ -365,8 +453,27 @@ class ChannelServer {
     }
   }
 
+  // What a timed call holds: the processes it stopped and the turn; given back on every way out.
+  struct Hold {
+    Hold(Turns* t, bool a) : turns(t), alone(a) {}
+    ~Hold() { release(); }
+    void release() {
+      continue_processes(pids);
+      pids.clear();
+      if (turn) turns->release(alone);
+      turn = false;
+    }
+    Turns* turns;
+    bool alone;
+    bool turn = false;
+    std::vector<pid_t> pids;
+  };
+
   int to_worker_[2] = {-1, -1}, from_worker_[2] = {-1, -1};
   std::atomic<pid_t> worker_{0}, init_{0};
+  Turns* turns_ = nullptr;
+  bool alone_ = false;
+  const ChannelServer* other_ = nullptr;
   std::mutex mu_;
   std::atomic<bool> started_{false}, stop_{false};
   WorkerProbe probe_;
@@ -481,15 +588,57 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   WorkerChannels ch;
   ch.fds = server.worker_fds();
   ch.on_start = [&](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
+
+  // Rule base_alone: the base is also timed in a worker of its own, which loads no other candidate's
+  // code, its calls taking turns with the shared worker's (see the top).
+  const bool alone = req.base_alone && req.candidates.size() >= 2 && !lim.device;
+  Turns turns(static_cast<int>(req.candidates.size()));
+  ChannelServer alone_server;
+  WorkerChannels alone_ch;
+  std::thread alone_thread;
+  WorkerResult alone_result;
+  std::string alone_error;
+  if (alone) {
+    server.pair(&turns, false, &alone_server);
+    alone_server.pair(&turns, true, &server);
+    alone_ch.fds = alone_server.worker_fds();
+    alone_ch.on_start = [&](pid_t pid, pid_t init) { alone_server.on_start(pid, init, cpus); };
+    std::vector<std::string> alone_args = args;
+    const auto first = std::find(alone_args.begin(), alone_args.end(), "--candidate");
+    alone_args.erase(first, alone_args.end());   // the candidates come last: the base's alone
+    alone_args.insert(alone_args.end(), {"--candidate", req.candidates[0]});
+    if (!cpus.empty()) alone_args.insert(alone_args.end(), {"--cpus", cpu_list_text(cpus)});
+    // It runs for as long as the shared worker does, which hangs up on it.
+    alone_args[std::find(alone_args.begin(), alone_args.end(), "--max-time") - alone_args.begin() + 1] =
+        fmt::format("{}", lim.wall_seconds);
+    const std::vector<std::string> alone_extra = req.base_args;
+    alone_server.start();
+    alone_thread = std::thread([&, alone_args, alone_extra] {
+      try {
+        alone_result = run_worker_args(alone_args, lim, alone_extra, nullptr, alone_ch);
+      } catch (const std::exception& e) {
+        alone_error = e.what();
+      }
+      turns.alone_ended();   // (also where it never started, so never wrote on its channel)
+    });
+  }
+  auto end_alone = [&] {
+    if (!alone) return;
+    turns.close();
+    alone_server.finish();
+    if (alone_thread.joinable()) alone_thread.join();
+  };
   server.start();
   WorkerResult w;
   try {
     w = run_worker_args(args, lim, req.extra_args, &report, ch);
   } catch (...) {
     server.finish();
+    end_alone();
     throw;
   }
   server.finish();
+  end_alone();
   if (w.status != WorkerStatus::ok) {
     std::string during;
     if (server.pending_cand >= 0 && server.pending_cand < static_cast<int>(req.candidates.size()))
@@ -543,6 +692,39 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                                    "them, so a signal handler may have run in any candidate's calls)",
                                    fmt::join(opened, ", "));
 
+  // Rule base_alone: the base's calls beside the patch against its calls alone.
+  std::string alone_rule;
+  RatioInterval alone_ratio;
+  int alone_calls = 0;
+  if (alone) {
+    std::vector<double> beside, by_itself;
+    for (const Sample& s : server.samples)
+      if (s.tag == 'R' && s.cand == 0) beside.push_back(s.wall);
+    for (const Sample& s : alone_server.samples)
+      if (s.tag == 'R') by_itself.push_back(s.wall);
+    if (!alone_server.idle_problem.empty() && server.idle_problem.empty()) server.idle_problem = alone_server.idle_problem;
+    if (by_itself.size() < kBaseAloneMinCalls || beside.size() < kBaseAloneMinCalls) {
+      std::string why = !alone_error.empty() ? alone_error
+                        : alone_result.status != WorkerStatus::ok && !alone_result.message.empty()
+                            ? fmt::format("{}: {}", worker_status_name(alone_result.status), alone_result.message)
+                            : "";
+      alone_rule = fmt::format("rule base_alone: {} was timed {} times in a process of its own and {} times beside the "
+                               "other candidates (at least {} each are needed to tell whether they slowed it){}",
+                               req.candidates[0], by_itself.size(), beside.size(), kBaseAloneMinCalls,
+                               why.empty() ? "" : "; the worker of its own: " + why);
+    } else {
+      const RatioInterval r = bootstrap_ratio_ci(beside, by_itself, 0.95, 2000, 7);
+      alone_ratio = r;
+      alone_calls = static_cast<int>(by_itself.size());
+      if (r.lo > 1 + kBaseAloneTolerance)
+        alone_rule = fmt::format("rule base_alone: {} ran {:.2f}x [{:.2f}, {:.2f}] slower in the timing process of {} "
+                                 "({} calls, median {:.1f} us) than in a process of its own ({} calls, median {:.1f} us): "
+                                 "code of the other candidates slowed it",
+                                 req.candidates[0], r.estimate, r.lo, r.hi, fmt::join(req.candidates, " and "),
+                                 beside.size(), 1e6 * median_of(beside), by_itself.size(), 1e6 * median_of(by_itself));
+    }
+  }
+
   // driftgate's own samples replace the worker's (see the top).
   for (size_t ci = 0; ci < out.size(); ++ci) {
     BenchSamples& b = out[ci];
@@ -581,6 +763,9 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                              server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
     if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
+    if (!alone_rule.empty()) b.invalid = b.invalid.empty() ? alone_rule : b.invalid + "; " + alone_rule;
+    if (ci == 0 && alone_calls > 0)
+      b.alone_ratio = alone_ratio.estimate, b.alone_lo = alone_ratio.lo, b.alone_hi = alone_ratio.hi, b.alone_calls = alone_calls;
     if (!server.idle_problem.empty()) {
       const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
                                            "stopped for a timed call ({})", server.idle_problem);

@@ -63,6 +63,18 @@
 //     daemons spun on the worker's core outside its own calls read 1.18-1.24x FASTER, MERGE;
 //     0.50-0.65x SLOWER held). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
 //     idle). What a call starts itself (an exec program) runs.
+//   - rule base_alone: a gate's base is also timed in a second worker of its own (`driftgate
+//     bench-worker` with the base alone, loading no other candidate's plugin or program), started
+//     beside the shared one and pinned to the same cores. The two take turns: one timed call at a
+//     time, the alone worker's after every round of the shared one's while the shared one waits for
+//     its next call, and each call holds every process of the other worker's sandbox stopped (its
+//     worker too), so neither runs beside the other. The base's calls in the shared process may not be slower than its calls alone: the
+//     lower end of the 95% bootstrap interval of median(beside) / median(alone) above 1.10 makes
+//     every candidate's samples INVALID, as does a base timed fewer than 5 times in either. Whatever
+//     the means (a rewrite of the base's code or of driftgate's registry entry for it, threads that
+//     take its cores within the budget, memory bandwidth, cache), a patch gains at most that 10%
+//     by slowing the base. The speed verdict still compares base and patch in the shared process,
+//     call by call. Host candidates only: a device candidate's time is the device's.
 //   - the worker's report and driftgate's record must agree on how many timed calls each
 //     candidate made; a worker that talks out of turn on the channel is an internal error of
 //     that worker (timed run failed).
@@ -70,26 +82,17 @@
 // base and patch) and shapes the rounds; compare.py's JSON is written from driftgate's samples.
 //
 // Not covered: base and patch share one timing process, so that their calls interleave one by one
-// (a drift in the machine's speed falls on both alike); a patch can therefore slow the base's calls
-// from inside that process by means other than signals (rule signals) and other processes (hold):
-// a thread of its own that competes for the base's cores (judged only with one thread granted:
-// rule cpu_budget), or a patch of the base's code or data. Timing each
-// candidate in fresh workers of its own, in alternating blocks, closed that hole but reported
-// honest pairs 2.3x FASTER and 0.79x SLOWER with narrow intervals on a loaded machine (the blocks
-// see different loads). Concurrent workers, one per candidate, with driftgate granting every call in
-// a random order (one worker running at a time, the others blocked on their channels) read an A/A
-// pair as 0.96-0.99 with intervals covering 1, but the recurrent/chunk pair at T=1024, H=2, HV=4 as
-// 0.77x, 0.78x, 1.26x and 1.17x over four runs where one process reads 1.06-1.09x every time: on 2
-// cores, 25-50% of the calls' main threads waited more than 1 ms for a CPU (kernel counters), against
-// about 1% in one process, whether or not the previous call was the other worker's, and waking the
-// worker onto a CPU before the interval starts did not remove it. A later try (one worker per
-// candidate started at once, served in turn, every waiting worker's sandbox stopped with SIGSTOP
-// while another is timed, all pinned to the granted core) read A/A pairs at 1.005-1.011 but the
-// recurrent/chunk pair at 1.08-1.25x with the recurrent worker started first and 1.00-1.11x with
-// the chunk worker first, where one process reads 1.04-1.06x: the process that prepared its
-// inputs first ran its kernel slower (self time and CPU time agree, so it is the work, not the
-// wake-ups; starting the base's worker last brought the pair to 1.03-1.05x). Until a measurement in separate
-// processes is as stable as one in a shared one, a false verdict on honest kernels is the larger risk. Which candidate a
+// (a drift in the machine's speed falls on both alike), and rule base_alone bounds what a patch can
+// take from the base there. The verdict is not timed in a worker per candidate because that read
+// honest pairs wrongly on a loaded 2-core machine: in fresh workers of their own, in alternating
+// blocks, honest pairs read 2.3x FASTER and 0.79x SLOWER with narrow intervals (the blocks see
+// different loads); in concurrent workers, one per candidate, served in a random order, the
+// recurrent/chunk pair at T=1024, H=2, HV=4 read 0.77x-1.26x over four runs where one process reads
+// 1.06-1.09x every time (25-50% of the calls' main threads waited over 1 ms for a CPU, against
+// about 1% in one process); with every waiting worker's sandbox stopped and all pinned to the
+// granted core, A/A pairs read 1.005-1.011 but the recurrent/chunk pair 1.08-1.25x or 1.00-1.11x
+// depending on which worker prepared its inputs first. The same kernel in two such processes (the
+// base, beside and alone) agrees closely, which is what rule base_alone compares. Which candidate a
 // "ready" names is the worker's word. A candidate that works in a background thread between its
 // timed calls is charged for it only while a call is timed. Timing on a shared, loaded machine
 // stays noisy: the intervals carry the noise.
@@ -116,6 +119,10 @@ struct TimingRequest {
   double interim_confidence = 1, min_effect = 0.03;
   double wall_seconds = 0;                 // 0: max_time_s * 4 + 120
   std::vector<std::string> extra_args;     // --plugin, --exec, --threads
+  // Rule base_alone (gate): the first candidate is also timed in a worker of its own, and its calls
+  // beside the others may not be slower than those (host candidates only).
+  bool base_alone = false;
+  std::vector<std::string> base_args;     // the alone worker's --plugin / --exec / --threads
   // The thread budget; 0: --threads in extra_args when there, else every core this process may use.
   int threads = 0;
   // Worker side only: the channel (descriptors 3 and 4) is open, and the cores to pin to first.

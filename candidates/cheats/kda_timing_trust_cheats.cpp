@@ -17,10 +17,17 @@
 //   kda_cheat_burner_daemon  2x slower; leaves three daemons that spin on the timing worker's
 //                            core whenever its own call is not running (driftgate stops every
 //                            other process of the sandbox during timed calls: SLOWER)
+//   kda_cheat_patch_base     1.5x slower; at its first call it rewrites every other kda candidate
+//                            registered in its process so that each runs 3x slower (its entry in
+//                            driftgate's registry, data of the process it shares with the base):
+//                            the base beside it runs slower than in a process of its own (rule
+//                            base_alone)
 // The patches are in process_cheats.h (the cheating test plugin uses them too).
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -89,8 +96,37 @@ void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
   });
 }
 
+// --- the other candidates' code, rewritten in the process they share with it ------------------
+void spin_ns(int64_t ns) {
+  const int64_t end = cheats::real_monotonic_ns() + ns;
+  while (cheats::real_monotonic_ns() < end) {
+  }
+}
+
+void patch_base(const Case& c, const TensorMap& in, TensorMap& out) {
+  static const Candidate original = honest();   // a copy, taken before any entry is rewritten
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const Candidate* k : all_candidates()) {
+      if (k->info().op != "kda" || k->name() == "kda_cheat_patch_base") continue;
+      const Candidate was = *k;
+      *const_cast<Candidate*>(k) = Candidate(was.info(), [was](const Case& c, const TensorMap& in, TensorMap& out) {
+        const int64_t t0 = cheats::real_monotonic_ns();
+        was.run(c, in, out);
+        spin_ns(2 * (cheats::real_monotonic_ns() - t0));
+      });
+    }
+  });
+  const int64_t t0 = cheats::real_monotonic_ns();
+  original.run(c, in, out);
+  spin_ns((cheats::real_monotonic_ns() - t0) / 2);
+}
+
 }  // namespace
 
+DG_REGISTER_CANDIDATE(kda_cheat_patch_base,
+                      cheat_info("kda_cheat_patch_base", "1.5x slower, rewrites the other candidates in its process to run 3x slower (rule base_alone)"),
+                      patch_base);
 DG_REGISTER_CANDIDATE(kda_cheat_burner_daemon,
                       cheat_info("kda_cheat_burner_daemon", "2x slower, leaves three daemons spinning on its core outside its own calls"),
                       burner_daemon);

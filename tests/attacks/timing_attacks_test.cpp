@@ -145,9 +145,10 @@ std::string numpy_exec(const std::string& py) {
 
 std::string out_dir(const std::string& patch) { return ::testing::TempDir() + "/dg_timing_gate_" + patch; }
 
-Result gate(const std::string& base, const std::string& patch, const std::string& extra = "") {
+Result gate(const std::string& base, const std::string& patch, const std::string& extra = "", int threads = 1) {
   std::filesystem::remove_all(out_dir(patch));
-  return run("gate --threads 1 --base " + base + " --patch " + patch + " " + kCase + " --out " + out_dir(patch) + " " + extra);
+  return run("gate --threads " + std::to_string(threads) + " --base " + base + " --patch " + patch + " " + kCase +
+             " --out " + out_dir(patch) + " " + extra);
 }
 
 // The timing_rules check of the gate's one row: "passed", "failed" or "absent" (not timed).
@@ -241,6 +242,23 @@ TEST(TimingGate, ExecDaemonCannotSlowTheBase) {
   const std::string exec = "--exec \"kda_exec_burner_f32=" + py + " " + DG_SOURCE_DIR +
                            "/tests/attacks/timing_exec_burner.py {in} {out}\" " + numpy_exec(py);
   expect_timed_as_it_is(gate("kda_exec_numpy_f32", "kda_exec_burner_f32", exec), "idle");
+}
+
+// A patch can reach the base's code and data in the process they share: kda_cheat_patch_base
+// rewrites the base's entry in driftgate's registry to run 3x slower (itself 1.5x slower), and read
+// 2x FASTER, MERGE, when that process was all that was timed. The base is timed in a process of its
+// own too, its calls taking turns with the shared process's, and beside the patch it may not be
+// slower than there (rule base_alone).
+TEST(TimingGate, BuiltInBasePatcherBreaksRuleBaseAlone) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_patch_base"), "base_alone");
+}
+
+// Within a budget of two threads, a plugin that keeps two threads spinning between its own calls
+// takes half the cores from the base's calls, and its CPU time stays within the budget (rule
+// cpu_budget sees two CPU-seconds per second): rule base_alone.
+TEST(TimingGate, PluginCoreThiefBreaksRuleBaseAlone) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_plugin_basethief_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_basethief, 2),
+                     "base_alone");
 }
 
 // An exec program's children are judged by CPU-seconds per second only (harness/timing_worker.h):

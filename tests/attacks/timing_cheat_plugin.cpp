@@ -8,6 +8,10 @@
 //   3  kda_plugin_slowbase_f32: computes honestly and spins for 1.5x more; a timer signal burns 80%
 //      of the timing thread outside its own calls (the worker blocks every signal during timed
 //      calls, so the other candidate's calls are not slowed: SLOWER)
+//   4  kda_plugin_basethief_f32: splits the value columns over the two threads it is granted, and
+//      keeps two threads of its own spinning whenever its own call is not running, so that another
+//      candidate timed in its process gets half the cores (within the thread budget of the
+//      calls' CPU time: rule base_alone)
 // The clock patch is candidates/cheats/process_cheats.h, shared with the built-in canary.
 #define driftgate_abi_version example_driftgate_abi_version
 #define driftgate_list example_driftgate_list
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -37,8 +42,29 @@ const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat",
                                       "the example kernel 2.5x slower, a timer signal burning the thread between its calls"}};
 
 #else
+#if CHEAT_KIND == 4
+const dg_candidate_info kCheats[] = {{"kda_plugin_basethief_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel over two threads; two more spin between its calls"}};
+std::atomic<bool> own_call{false};
+
+// Two threads that spin whenever the cheat's own call is not running (started once).
+void start_thieves() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < 2; ++i)
+      std::thread([] {
+        for (;;) {
+          if (own_call.load()) ::usleep(100);
+          else
+            for (int k = 0; k < 1000; ++k) asm volatile("");
+        }
+      }).detach();
+  });
+}
+#else
 const dg_candidate_info kCheats[] = {{"kda_plugin_twothreads_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel split over two threads, whatever the budget"}};
+#endif
 
 size_t dtype_bytes(dg_dtype d) { return d == DG_F64 || d == DG_I64 ? 8 : d == DG_BF16 || d == DG_F16 ? 2 : d == DG_F8_E4M3 || d == DG_F8_E5M2 ? 1 : 4; }
 
@@ -86,10 +112,18 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
   return dg::cheats::as_own_call_then_open_alarm(
       [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
 #else
+#if CHEAT_KIND == 4
+  start_thieves();
+  own_call.store(true);
+  struct Leave {
+    ~Leave() { own_call.store(false); }
+  } leave;
+#else
   cpu_set_t all;
   CPU_ZERO(&all);
   for (long i = 0; i < ::sysconf(_SC_NPROCESSORS_ONLN) && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &all);
   ::sched_setaffinity(0, sizeof all, &all);
+#endif
   std::smatch m;
   const std::string params = params_json;
   static const std::regex v_re("\"V\":([0-9]+)");

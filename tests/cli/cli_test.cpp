@@ -329,7 +329,8 @@ TEST(CliGate, SelftestCatchesEveryCanary) {
   ASSERT_EQ(std::sscanf(r.out.c_str() + r.out.rfind('\n', at) + 1, "%d of %d", &caught, &total), 2) << r.out;
   EXPECT_EQ(caught, total);
   EXPECT_GE(total, 27);
-  for (const char* c : {"kda_cheat_slow_clock", "kda_cheat_hidden_thread"}) EXPECT_THAT(r.out, HasSubstr(c));
+  for (const char* c : {"kda_cheat_slow_clock", "kda_cheat_hidden_thread", "kda_cheat_patch_base"})
+    EXPECT_THAT(r.out, HasSubstr(c));
 }
 
 TEST(CliBench, TimesOnlyVerifiedCandidatesAndWritesCompareJson) {
