@@ -404,12 +404,14 @@ class ChannelServer {
       if (m.tag == 'R') {
         if (turns_ && !turns_->acquire(alone_)) return;
         hold.turn = turns_ != nullptr;
+        // (Once a process could not be stopped the samples are void: later calls wait less for it.)
+        const double wait = idle_problem.empty() ? 0.2 : 0.02;
         std::string why;
-        hold.pids = stop_sandbox_processes(init_.load(), worker_.load(), &why);
+        hold.pids = stop_sandbox_processes(init_.load(), worker_.load(), &why, wait);
         if (!why.empty() && idle_problem.empty()) idle_problem = why;
         if (const pid_t other_init = other_ ? other_->init_.load() : 0; other_init > 0) {
           why.clear();
-          const std::vector<pid_t> more = stop_sandbox_processes(other_init, 0, &why);
+          const std::vector<pid_t> more = stop_sandbox_processes(other_init, 0, &why, wait);
           hold.pids.insert(hold.pids.end(), more.begin(), more.end());
           if (!why.empty() && idle_problem.empty()) idle_problem = why;
         }
@@ -763,14 +765,15 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                              server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
     if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
-    if (!alone_rule.empty()) b.invalid = b.invalid.empty() ? alone_rule : b.invalid + "; " + alone_rule;
-    if (ci == 0 && alone_calls > 0)
-      b.alone_ratio = alone_ratio.estimate, b.alone_lo = alone_ratio.lo, b.alone_hi = alone_ratio.hi, b.alone_calls = alone_calls;
     if (!server.idle_problem.empty()) {
       const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
                                            "stopped for a timed call ({})", server.idle_problem);
       b.invalid = b.invalid.empty() ? idle : b.invalid + "; " + idle;
     }
+    // (Last: a rule that names the means goes first.)
+    if (!alone_rule.empty()) b.invalid = b.invalid.empty() ? alone_rule : b.invalid + "; " + alone_rule;
+    if (ci == 0 && alone_calls > 0)
+      b.alone_ratio = alone_ratio.estimate, b.alone_lo = alone_ratio.lo, b.alone_hi = alone_ratio.hi, b.alone_calls = alone_calls;
   }
   return out;
 }

@@ -17,6 +17,9 @@
 //   kda_cheat_burner_daemon  2x slower; leaves three daemons that spin on the timing worker's
 //                            core whenever its own call is not running (driftgate stops every
 //                            other process of the sandbox during timed calls: SLOWER)
+//   kda_cheat_unstoppable    2x slower; leaves a process that SIGSTOP cannot stop (a
+//                            vfork() parent whose child never calls exec): driftgate cannot hold the
+//                            timing sandbox still for a timed call (rule idle)
 //   kda_cheat_patch_base     1.5x slower; at its first call it rewrites every other kda candidate
 //                            registered in its process so that each runs 3x slower (its entry in
 //                            driftgate's registry, data of the process it shares with the base):
@@ -96,12 +99,23 @@ void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
   });
 }
 
-// --- the other candidates' code, rewritten in the process they share with it ------------------
 void spin_ns(int64_t ns) {
   const int64_t end = cheats::real_monotonic_ns() + ns;
   while (cheats::real_monotonic_ns() < end) {
   }
 }
+
+// --- a process driftgate cannot stop --------------------------------------------------------------
+// (2x slower, so that its speed is decided in the first round: the timing ends early.)
+void unstoppable(const Case& c, const TensorMap& in, TensorMap& out) {
+  if (const char* why = cheats::start_unstoppable_process())
+    throw std::runtime_error(std::string("kda_cheat_unstoppable: cannot start its process: ") + why);
+  const int64_t t0 = cheats::real_monotonic_ns();
+  honest().run(c, in, out);
+  spin_ns(cheats::real_monotonic_ns() - t0);
+}
+
+// --- the other candidates' code, rewritten in the process they share with it ------------------
 
 void patch_base(const Case& c, const TensorMap& in, TensorMap& out) {
   static const Candidate original = honest();   // a copy, taken before any entry is rewritten
@@ -124,6 +138,9 @@ void patch_base(const Case& c, const TensorMap& in, TensorMap& out) {
 
 }  // namespace
 
+DG_REGISTER_CANDIDATE(kda_cheat_unstoppable,
+                      cheat_info("kda_cheat_unstoppable", "2x slower, leaves a process that SIGSTOP cannot stop (rule idle)"),
+                      unstoppable);
 DG_REGISTER_CANDIDATE(kda_cheat_patch_base,
                       cheat_info("kda_cheat_patch_base", "1.5x slower, rewrites the other candidates in its process to run 3x slower (rule base_alone)"),
                       patch_base);

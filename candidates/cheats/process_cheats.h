@@ -192,6 +192,34 @@ auto with_daemon_napping(F&& call) {
   return rc;
 }
 
+// --- a process that SIGSTOP cannot stop ----------------------------------------------------------
+// A daemon (forked twice, in a session of its own) calls vfork() and its child spins without ever
+// calling exec: the daemon waits for that child in an uninterruptible (killable only) sleep, where a
+// stop signal stays pending and never takes effect. Started once; returns nullptr, or why it cannot.
+inline const char* start_unstoppable_process() {
+  static std::once_flag once;
+  static const char* error = nullptr;
+  std::call_once(once, [] {
+    const pid_t child = ::fork();
+    if (child < 0) {
+      error = "fork refused";
+      return;
+    }
+    if (child == 0) {
+      ::setsid();
+      if (::fork() != 0) ::_exit(0);
+      if (::vfork() == 0)
+        for (;;) {   // the vfork child shares its parent's memory: it touches nothing, and never returns
+          timespec nap{0, 1000000};
+          ::syscall(SYS_nanosleep, &nap, nullptr);
+        }
+      ::_exit(0);
+    }
+    ::waitpid(child, nullptr, 0);
+  });
+  return error;
+}
+
 // The C library's syscall() with rt_sigprocmask made a no-op (every other call made as asked, by a
 // system call of its own): a process that blocks signals through syscall() keeps them open.
 inline long syscall_without_sigprocmask(long nr, long a, long b, long c, long d, long e) {

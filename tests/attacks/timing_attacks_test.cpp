@@ -244,6 +244,12 @@ TEST(TimingGate, ExecDaemonCannotSlowTheBase) {
   expect_timed_as_it_is(gate("kda_exec_numpy_f32", "kda_exec_burner_f32", exec), "idle");
 }
 
+// A process that a stop signal cannot stop (a vfork() parent whose child never calls exec waits
+// in an uninterruptible sleep) keeps driftgate from holding the timing sandbox still: INVALID.
+TEST(TimingGate, AnUnstoppableProcessBreaksRuleIdle) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_unstoppable"), "idle");
+}
+
 // A patch can reach the base's code and data in the process they share: kda_cheat_patch_base
 // rewrites the base's entry in driftgate's registry to run 3x slower (itself 1.5x slower), and read
 // 2x FASTER, MERGE, when that process was all that was timed. The base is timed in a process of its
