@@ -138,6 +138,21 @@ auto as_own_call_then_open_alarm(F&& call) {
   return rc;
 }
 
+// Starts `body` in a daemon: forked twice, in a session of its own, its parent reaped. false when
+// fork is refused.
+inline bool start_daemon(void (*body)()) {
+  const pid_t child = ::fork();
+  if (child < 0) return false;
+  if (child == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    body();
+    ::_exit(0);
+  }
+  ::waitpid(child, nullptr, 0);
+  return true;
+}
+
 // --- processes left running that burn a CPU outside the cheat's own calls ------------------------
 // Three daemons (each forked twice, in a session of its own) spin whenever the flag they share with
 // the cheat is 0 and nap while it is 1 (the cheat's own call). They inherit the cheat's CPU
@@ -156,23 +171,17 @@ inline const char* start_burning_daemon() {
       return;
     }
     own_call_flag = new (shared) std::atomic<int>(0);
-    for (int d = 0; d < 3; ++d) {
-      const pid_t child = ::fork();
-      if (child < 0) {
+    for (int d = 0; d < 3; ++d)
+      if (!start_daemon([] {
+            for (;;) {
+              if (own_call_flag->load() == 0) continue;
+              timespec nap{0, 20000};
+              ::nanosleep(&nap, nullptr);
+            }
+          })) {
         error = "fork refused";
         return;
       }
-      if (child == 0) {
-        ::setsid();
-        if (::fork() != 0) ::_exit(0);
-        for (;;) {
-          if (own_call_flag->load() == 0) continue;
-          timespec nap{0, 20000};
-          ::nanosleep(&nap, nullptr);
-        }
-      }
-      ::waitpid(child, nullptr, 0);
-    }
   });
   return error;
 }
@@ -193,29 +202,21 @@ auto with_daemon_napping(F&& call) {
 }
 
 // --- a process that SIGSTOP cannot stop ----------------------------------------------------------
-// A daemon (forked twice, in a session of its own) calls vfork() and its child spins without ever
-// calling exec: the daemon waits for that child in an uninterruptible (killable only) sleep, where a
-// stop signal stays pending and never takes effect. Started once; returns nullptr, or why it cannot.
+// A daemon calls vfork() and its child naps in a loop without ever calling exec: the daemon waits
+// for that child in an uninterruptible (killable only) sleep, where a stop signal stays pending and
+// never takes effect. Started once; returns nullptr, or why it cannot.
 inline const char* start_unstoppable_process() {
   static std::once_flag once;
   static const char* error = nullptr;
   std::call_once(once, [] {
-    const pid_t child = ::fork();
-    if (child < 0) {
+    if (!start_daemon([] {
+          if (::vfork() == 0)
+            for (;;) {   // the vfork child shares its parent's memory: it touches nothing, and never returns
+              timespec nap{0, 1000000};
+              ::syscall(SYS_nanosleep, &nap, nullptr);
+            }
+        }))
       error = "fork refused";
-      return;
-    }
-    if (child == 0) {
-      ::setsid();
-      if (::fork() != 0) ::_exit(0);
-      if (::vfork() == 0)
-        for (;;) {   // the vfork child shares its parent's memory: it touches nothing, and never returns
-          timespec nap{0, 1000000};
-          ::syscall(SYS_nanosleep, &nap, nullptr);
-        }
-      ::_exit(0);
-    }
-    ::waitpid(child, nullptr, 0);
   });
   return error;
 }

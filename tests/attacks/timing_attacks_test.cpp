@@ -286,7 +286,9 @@ TEST(TimingGate, ExecTwoProcessesIsRejected) {
 TEST(TimingGate, HonestCandidatesKeepTheTimingRules) {
   std::vector<std::tuple<std::string, std::string, std::string>> pairs = {
       {"kda_cpu_recurrent_f32", "kda_cpu_chunk_f32", ""},
-      {"kda_cpu_recurrent_f32", "kda_plugin_recurrent_f32", "--plugin " + kExample}};
+      {"kda_cpu_recurrent_f32", "kda_plugin_recurrent_f32", "--plugin " + kExample},
+      // (a plugin's base: its worker of its own loads that plugin, rule base_alone)
+      {"kda_plugin_recurrent_f32", "kda_cpu_chunk_f32", "--plugin " + kExample}};
   if (const std::string py = python_with_numpy(); !py.empty())
     pairs.push_back({"kda_cpu_recurrent_f32", "kda_exec_numpy_f32", numpy_exec(py)});
   for (const auto& [base, patch, extra] : pairs) {
