@@ -92,6 +92,13 @@ const std::vector<RegimeDef>& regime_table() {
        {}, [](KdaDists& d, const KdaParams&) {
          d.g = map(uniform(0.0, 1.0), [](double u) { return u < 0.01 ? -1000.0 : 0.0; });
        }},
+      {"forget_burst", "the Kimi Linear gate with 1% of the raw gate f at +60 (its top percentile): bursts of near-total forgetting "
+       "(g = -60 A) between ordinary decays computed in f32, so a chunk's cumulative gate sits near -60 A to -960 "
+       "while the terms after a burst still weigh ~1 (a suffix sum formed as a difference of two such inclusive "
+       "sums loses |G| 2^-24: the reverse-cumsum pitfall)",
+       {{"gate", "softplus"}, {"beta", "sigmoid"}}, [](KdaDists& d, const KdaParams&) {
+         d.f = map(normal(), [](double z) { return z > 2.326 ? 60.0 : z; });   // P(z > 2.326) = 1%
+       }},
       {"strong_decay", "g ~ U[-5, -1.4] per element: chunk-local cumulative gates of 64 tokens reach -90 to -320, "
        "past the f32 exp range",
        {}, [](KdaDists& d, const KdaParams&) { d.g = uniform(-5.0, -1.4); }},

@@ -29,8 +29,8 @@ std::vector<Suite> build() {
 
   // kda-regimes: every regime at T=4096 (odd_dims keeps its K=60, V=100).
   Suite regimes{"kda-regimes", "every KDA input regime at T=4096, H=2, K=V=128", {}};
-  for (const char* r : {"kimi_linear", "glm_safe_gate", "long_memory", "zero_gate", "forget_mix", "strong_decay",
-                        "collinear_keys", "neg_eigval", "tiny_norm", "unnormalized_keys", "nonsymmetric_h0"})
+  for (const char* r : {"kimi_linear", "glm_safe_gate", "long_memory", "zero_gate", "forget_mix", "forget_burst",
+                        "strong_decay", "collinear_keys", "neg_eigval", "tiny_norm", "unnormalized_keys", "nonsymmetric_h0"})
     regimes.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype=bf16,seed=0)", r));
   regimes.cases.push_back("kda(T=4096,H=2,K=128,V=128,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)");
   regimes.cases.push_back("kda(T=4096,H=2,K=128,V=128,regime=varlen_ragged,dtype=bf16,seed=0)");
@@ -62,12 +62,15 @@ std::vector<Suite> build() {
                    "kda(T=4096,H=2,K=64,V=64,regime=varlen_ragged,dtype=bf16,seed=0)",
                    gva_tiny,
                    past_64k,
+                   // bursts of forgetting: the reverse-cumsum pitfall (kda_mutant_chunk_gamma_diff)
+                   "kda(T=1024,H=2,K=64,V=64,regime=forget_burst,dtype=bf16,seed=0)",
                }});
   Suite gate{"kda-gate", "the KDA merge gate: every regime, GVA, long context past 64K (a few minutes)", {}};
   // strong_decay on f32 inputs: gates of full precision, whose chunk-local cumsums round (bf16
-  // gates of this size sum exactly, which hides the reverse-cumsum pitfall: kda_mutant_chunk_gamma_diff).
-  for (const char* r : {"kimi_linear", "glm_safe_gate", "zero_gate", "forget_mix", "strong_decay", "collinear_keys",
-                        "neg_eigval", "tiny_norm", "unnormalized_keys"})
+  // gates of this size sum exactly). forget_burst exposes the reverse-cumsum pitfall
+  // (kda_mutant_chunk_gamma_diff) by 5-7 bits: its gates are formed in f32 from the raw gate.
+  for (const char* r : {"kimi_linear", "glm_safe_gate", "zero_gate", "forget_mix", "forget_burst", "strong_decay",
+                        "collinear_keys", "neg_eigval", "tiny_norm", "unnormalized_keys"})
     gate.cases.push_back(fmt::format("kda(T=4096,H=2,K=128,V=128,regime={},dtype={},seed=0)", r,
                                      std::string(r) == "strong_decay" ? "f32" : "bf16"));
   gate.cases.push_back("kda(T=4096,H=2,K=128,V=128,layout=vfirst,regime=nonsymmetric_h0,dtype=bf16,seed=0)");
@@ -132,6 +135,7 @@ std::vector<Suite> build() {
                    "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=strong_decay,dtype=bf16,seed=0)",
                    "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=zero_gate,dtype=bf16,seed=0)",
                    "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=forget_mix,dtype=bf16,seed=0)",
+                   "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=forget_burst,dtype=bf16,seed=0)",
                    "kda_decode(T=128,B=2,H=1,K=32,V=32,regime=collinear_keys,dtype=bf16,seed=0)",
                }});
 

@@ -6,8 +6,9 @@
 //                            timer in that process sees each of them take 0.67x the honest time,
 //                            and other candidates' calls as they are (rule clock; SLOWER by
 //                            driftgate's clock)
-//   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core and
-//                            splits the heads over two threads (rule cpu_budget)
+//   kda_cheat_hidden_thread  ignores the thread budget: widens its own CPU affinity to every core,
+//                            splits the heads over two threads, then spins 0.3x as long (1.3x
+//                            slower without a second core; rule cpu_budget)
 //   kda_cheat_slow_base      2.5x slower than the honest kernel; a timer signal burns 80% of the
 //                            timing thread whenever its own call is not running, so that another
 //                            candidate timed in the same process would run about 5x slower (the
@@ -55,7 +56,15 @@ void slow_clock(const Case& c, const TensorMap& in, TensorMap& out) {
   });
 }
 
+void spin_ns(int64_t ns) {
+  const int64_t end = cheats::real_monotonic_ns() + ns;
+  while (cheats::real_monotonic_ns() < end) {
+  }
+}
+
 // --- a hidden second thread ---------------------------------------------------------------------
+// (Then it spins 0.3x as long as the two threads took: without a second core, on a loaded machine,
+// it reads 1.3x slower, never the same as the base; with one, faster where two threads pay.)
 void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
   cpu_set_t all;
   CPU_ZERO(&all);
@@ -64,6 +73,7 @@ void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
   ::sched_setaffinity(0, sizeof all, &all);   // threads it starts inherit this
   const int budget = num_threads();
   set_num_threads(2);
+  const int64_t t0 = cheats::real_monotonic_ns();
   try {
     honest().run(c, in, out);
   } catch (...) {
@@ -71,6 +81,7 @@ void hidden_thread(const Case& c, const TensorMap& in, TensorMap& out) {
     throw;
   }
   set_num_threads(budget);
+  spin_ns((cheats::real_monotonic_ns() - t0) * 3 / 10);
 }
 
 // --- a timer signal that burns the timing thread outside its own calls ---------------------------
@@ -97,12 +108,6 @@ void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
     honest().run(c, in, out);
     return 0;
   });
-}
-
-void spin_ns(int64_t ns) {
-  const int64_t end = cheats::real_monotonic_ns() + ns;
-  while (cheats::real_monotonic_ns() < end) {
-  }
 }
 
 // --- a process driftgate cannot stop --------------------------------------------------------------

@@ -2,7 +2,7 @@
 //
 // Per (sequence, value head) pair, per chunk of c <= 64 tokens (the last one ragged), with q, k
 // prepared as in the recurrent candidate, G_i = sum_{s<=i} g_s the chunk-local inclusive cumsum (per
-// channel, f32, reset at every chunk) and gamma = G_{c-1}:
+// channel, reset at every chunk) and gamma = G_{c-1}:
 //
 //   L_ij   = beta_i sum_d k_id k_jd exp(G_id - G_jd)            j < i     (gated key Gram)
 //   Aqk_ij =        sum_d q_id k_jd exp(G_id - G_jd)            j <= i    (q carries scale)
@@ -28,7 +28,11 @@
 // state update) and [W | U] = Ainv [...] run through kda_chunk.h's register-blocked GEMM; everything
 // else is 16-lane vector code with the vector exp of kda_chunk.h.
 //
-// The f32 candidate keeps every intermediate in f32. The bf16 candidate emulates the storage of the
+// The f32 candidate keeps every intermediate in f32, and G as the unevaluated sum of two f32 (the
+// cumsum and its rounding errors, TwoSum): exp(G_i - G_j) from two cumsums in one f32 each loses
+// |G| 2^-24 to cancellation, which past a burst of forgetting (g = -960, then ordinary decays: the
+// forget_burst regime) cost the kernel 6 bits (16.2 against the recurrent kernel's 21.7). The bf16
+// candidate emulates the storage of the
 // production GPU pipeline (notes §2.2): q, k, v, g, beta read as bf16 (and q, k rounded again after
 // the l2norm); Akk (the inverse), Aqk, W, U, V', q * exp(G), k * exp(gamma - G), (k beta) * exp(G)
 // and v beta stored bf16; the f32 state consumed through a bf16 copy each chunk (for W S and the
@@ -77,13 +81,13 @@ constexpr int64_t kHalf = 8;   // split of a diagonal sub-block
 // padded to a multiple of 16 with zeros.
 struct ChunkScratch {
   int64_t K, V, Kp, Vp, KVp;
-  Buffer S, Sb, Q, Kn, G, Rs, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg, vrow;
+  Buffer S, Sb, Q, Kn, G, Gl, Rs, Vb, beta, Y, WQ, U, Kg, Akk, Ainv, Aqk, Vn, Ob, X, XT, R, pack, eg, vrow;
   ChunkScratch(int64_t K_, int64_t V_, int64_t Vfull)
       : K(K_), V(V_), Kp(round_up16(K_)), Vp(round_up16(V_)), KVp(Kp + Vp) {
     auto mk = [](int64_t n) { return make_buffer(static_cast<size_t>(n)); };
     vrow = mk(round_up16(Vfull));
     S = mk(K * Vp);   Sb = mk(K * Vp);
-    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Rs = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
+    Q = mk(kChunk * Kp);  Kn = mk(kChunk * Kp);  G = mk(kChunk * Kp);  Gl = mk(kChunk * Kp);  Rs = mk(kChunk * Kp);  Vb = mk(kChunk * Vp);  beta = mk(kChunk);
     Y = mk(kChunk * KVp);  WQ = mk(2 * kChunk * Kp);  U = mk(kChunk * Vp);  Kg = mk(kChunk * Kp);
     Akk = mk(kChunk * kChunk);  Ainv = mk(kChunk * kChunk);  Aqk = mk(kChunk * kChunk);
     Vn = mk(kChunk * Vp);  Ob = mk(kChunk * Vp);
@@ -106,9 +110,21 @@ inline void st_row(float* x, int64_t n) {
 
 inline V16 ld(const float* p) { return V16::load(p); }
 
+// G_a - G_b of the cumsum rows a and b (16 channels from d): with kComp, G is the unevaluated sum
+// of its rounded row G and its error row Gl (the f32 candidate), so the difference keeps f32
+// precision when both are large (G_a - G_b of two rows near -960 is exact by Sterbenz, and the
+// errors are added after); else G alone, as production forms it.
+template <bool kComp>
+inline V16 gate_diff(const float* G, const float* Gl, int64_t a, int64_t b, int64_t Kp, int64_t d) {
+  const V16 hi = ld(G + a * Kp + d) - ld(G + b * Kp + d);
+  if constexpr (kComp) return hi + (ld(Gl + a * Kp + d) - ld(Gl + b * Kp + d));
+  return hi;
+}
+
 // dst_row = src_row * exp(G_a - G_b) over Kp columns (G_a <= G_b: a is the later row).
-inline void gated_row(const float* src, const float* Ga, const float* Gb, int64_t Kp, float* dst) {
-  for (int64_t d = 0; d < Kp; d += 16) (ld(src + d) * exp16(ld(Ga + d) - ld(Gb + d))).store(dst + d);
+template <bool kComp>
+inline void gated_row(const float* src, const float* G, const float* Gl, int64_t a, int64_t b, int64_t Kp, float* dst) {
+  for (int64_t d = 0; d < Kp; d += 16) (ld(src + d) * exp16(gate_diff<kComp>(G, Gl, a, b, Kp, d))).store(dst + d);
 }
 
 inline float dot(const float* a, const float* b, int64_t Kp) {
@@ -121,13 +137,13 @@ inline float dot(const float* a, const float* b, int64_t Kp) {
 template <bool kBf16>
 void diag_direct(ChunkScratch& w, int64_t b0, int64_t b1, float qscale) {
   const int64_t Kp = w.Kp;
-  const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *beta = w.beta.get();
+  const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *Gl = w.Gl.get(), *beta = w.beta.get();
   float *Akk = w.Akk.get(), *Aqk = w.Aqk.get();
   for (int64_t i = b0; i < b1; ++i)
     for (int64_t j = b0; j <= i; ++j) {
       V16 aq = V16::zero(), ak = V16::zero();
       for (int64_t d = 0; d < Kp; d += 16) {
-        const V16 kj = ld(Kn + j * Kp + d) * exp16(ld(G + i * Kp + d) - ld(G + j * Kp + d));
+        const V16 kj = ld(Kn + j * Kp + d) * exp16(gate_diff<!kBf16>(G, Gl, i, j, Kp, d));
         aq = fma(ld(Q + i * Kp + d), kj, aq);
         ak = fma(ld(Kn + i * Kp + d), kj, ak);
       }
@@ -143,8 +159,9 @@ void diag_direct(ChunkScratch& w, int64_t b0, int64_t b1, float qscale) {
 template <bool kBf16>
 void intra_chunk(ChunkScratch& w, int64_t c, float scale) {
   const int64_t Kp = w.Kp;
-  const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *beta = w.beta.get();
+  const float *Q = w.Q.get(), *Kn = w.Kn.get(), *G = w.G.get(), *Gl = w.Gl.get(), *beta = w.beta.get();
   float *Akk = w.Akk.get(), *Aqk = w.Aqk.get(), *X = w.X.get(), *XT = w.XT.get(), *R = w.R.get();
+  constexpr bool kComp = !kBf16;
   std::memset(Akk, 0, sizeof(float) * kChunk * kChunk);
   std::memset(Aqk, 0, sizeof(float) * kChunk * kChunk);
   const float qscale = kBf16 ? scale : 1.0f;   // the f32 candidate folded scale into q
@@ -154,10 +171,10 @@ void intra_chunk(ChunkScratch& w, int64_t c, float scale) {
     diag_direct<kBf16>(w, m, b1, qscale);
     // Rows [m, b1) x columns [b0, m) through row m: exp(G_i - G_m) exp(G_m - G_j).
     for (int64_t i = m; i < b1; ++i) {
-      gated_row(Q + i * Kp, G + i * Kp, G + m * Kp, Kp, X + (i - m) * Kp);
-      gated_row(Kn + i * Kp, G + i * Kp, G + m * Kp, Kp, X + (kSub + i - m) * Kp);
+      gated_row<kComp>(Q + i * Kp, G, Gl, i, m, Kp, X + (i - m) * Kp);
+      gated_row<kComp>(Kn + i * Kp, G, Gl, i, m, Kp, X + (kSub + i - m) * Kp);
     }
-    for (int64_t j = b0; j < m; ++j) gated_row(Kn + j * Kp, G + m * Kp, G + j * Kp, Kp, R + (j - b0) * Kp);
+    for (int64_t j = b0; j < m; ++j) gated_row<kComp>(Kn + j * Kp, G, Gl, m, j, Kp, R + (j - b0) * Kp);
     for (int64_t i = m; i < b1; ++i)
       for (int64_t j = b0; j < m; ++j) {
         Aqk[i * kChunk + j] = st<kBf16>(dot(X + (i - m) * Kp, R + (j - b0) * Kp, Kp) * qscale);
@@ -168,14 +185,14 @@ void intra_chunk(ChunkScratch& w, int64_t c, float scale) {
     const int64_t r = b0, mi = b1 - b0;
     std::memset(X, 0, sizeof(float) * 2 * kSub * Kp);
     for (int64_t i = b0; i < b1; ++i) {
-      gated_row(Q + i * Kp, G + i * Kp, G + r * Kp, Kp, X + (i - b0) * Kp);
-      gated_row(Kn + i * Kp, G + i * Kp, G + r * Kp, Kp, X + (kSub + i - b0) * Kp);
+      gated_row<kComp>(Q + i * Kp, G, Gl, i, r, Kp, X + (i - b0) * Kp);
+      gated_row<kComp>(Kn + i * Kp, G, Gl, i, r, Kp, X + (kSub + i - b0) * Kp);
     }
     for (int64_t d = 0; d < Kp; d += 16) {
       transpose16(X + d, Kp, XT + d * 2 * kSub, 2 * kSub);
       transpose16(X + kSub * Kp + d, Kp, XT + d * 2 * kSub + kSub, 2 * kSub);
     }
-    for (int64_t j = 0; j < r; ++j) gated_row(Kn + j * Kp, G + r * Kp, G + j * Kp, Kp, R + j * Kp);
+    for (int64_t j = 0; j < r; ++j) gated_row<kComp>(Kn + j * Kp, G, Gl, r, j, Kp, R + j * Kp);
     gemm(r, 2 * kSub, w.K, R, Kp, AForm::plain, XT, 2 * kSub, w.pack.get(), [&](int64_t j, int64_t col, V16 acc) {
       alignas(64) float s[16];
       acc.store(s);
@@ -247,10 +264,25 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
       for (int64_t i = c - 2; i >= 0; --i)
         for (int64_t d = 0; d < Kp; d += 16) (ld(Rs + (i + 1) * Kp + d) + ld(G + (i + 1) * Kp + d)).store(Rs + i * Kp + d);
     }
-    for (int64_t i = 1; i < c; ++i)
-      for (int64_t d = 0; d < Kp; d += 16) (ld(G + i * Kp + d) + ld(G + (i - 1) * Kp + d)).store(G + i * Kp + d);
+    // The inclusive cumsum; the f32 candidate keeps each step's rounding error too (TwoSum, the
+    // errors summed in Gl), so that G_i - G_j stays exact past a burst of forgetting (gate_diff).
+    float* Gl = w.Gl.get();
+    if constexpr (!kBf16) {
+      for (int64_t d = 0; d < Kp; d += 16) V16::zero().store(Gl + d);
+      for (int64_t i = 1; i < c; ++i)
+        for (int64_t d = 0; d < Kp; d += 16) {
+          const V16 a = ld(G + (i - 1) * Kp + d), b = ld(G + i * Kp + d), sum = a + b, bb = sum - a;
+          const V16 err = (a - (sum - bb)) + (b - bb);
+          sum.store(G + i * Kp + d);
+          (ld(Gl + (i - 1) * Kp + d) + err).store(Gl + i * Kp + d);
+        }
+    } else {
+      for (int64_t i = 1; i < c; ++i)
+        for (int64_t d = 0; d < Kp; d += 16) (ld(G + i * Kp + d) + ld(G + (i - 1) * Kp + d)).store(G + i * Kp + d);
+    }
     // (Mutant: the last row of a full chunk, stale rows when the chunk is ragged.)
-    const float* gamma = G + (kBug == ChunkBug::ragged_gamma ? kChunk - 1 : c - 1) * Kp;
+    const int64_t last = kBug == ChunkBug::ragged_gamma ? kChunk - 1 : c - 1;
+    const float* gamma = G + last * Kp;
     if constexpr (kBug == ChunkBug::gamma_by_difference)   // (mutant: the reverse-cumsum pitfall)
       for (int64_t i = 0; i < c; ++i)
         for (int64_t d = 0; d < Kp; d += 16) (ld(G + (c - 1) * Kp + d) - ld(G + i * Kp + d)).store(Rs + i * Kp + d);
@@ -260,7 +292,9 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
     for (int64_t i = 0; i < c; ++i) {
       const V16 b = V16::set1(beta[i]);
       for (int64_t d = 0; d < Kp; d += 16) {
-        const V16 gi = ld(G + i * Kp + d), e = exp16(gi);
+        V16 gi = ld(G + i * Kp + d);
+        if constexpr (!kBf16) gi = gi + ld(Gl + i * Kp + d);
+        const V16 e = exp16(gi);
         (ld(Q + i * Kp + d) * e).store(Qg + i * Kp + d);
         ((ld(Kn + i * Kp + d) * b) * e).store(Y + i * KVp + d);
         (ld(Kn + i * Kp + d) * exp16(ld(Rs + i * Kp + d))).store(Kg + i * Kp + d);
@@ -270,7 +304,11 @@ void chunk_pair(const KdaParams& p, const TensorMap& in, const Tensor* h0, Tenso
       st_row<kBf16>(Y + i * KVp, KVp);
       st_row<kBf16>(Kg + i * Kp, Kp);
     }
-    for (int64_t d = 0; d < Kp; d += 16) exp16(ld(gamma + d)).store(eg + d);
+    for (int64_t d = 0; d < Kp; d += 16) {
+      V16 gm = ld(gamma + d);
+      if constexpr (!kBf16) gm = gm + ld(Gl + last * Kp + d);
+      exp16(gm).store(eg + d);
+    }
 
     // Intra-chunk products, the inverse, then [W | U] = Ainv [(k beta) exp(G) | v beta].
     intra_chunk<kBf16>(w, c, scale);

@@ -804,9 +804,9 @@ TEST(CliVerdict, NotSupportedCasesAreSkippedNotRejected) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   nlohmann::json j = verdict_of(out);
   EXPECT_EQ(j["verdict"], "MERGE");
-  EXPECT_EQ(j["verdict_text"], "MERGE (precision only) (2 of 6 cases not supported, skipped)");
+  EXPECT_EQ(j["verdict_text"], "MERGE (precision only) (2 of 7 cases not supported, skipped)");
   EXPECT_EQ(j["skipped"], 2);
-  EXPECT_EQ(j["judged"], 4);
+  EXPECT_EQ(j["judged"], 5);
   EXPECT_TRUE(junit_valid(out + "/junit.xml"));
   // The policy may reject them instead.
   std::string reject = tmp("ns_reject.toml");
