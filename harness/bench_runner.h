@@ -121,6 +121,7 @@ struct BenchSamples {
   // measured).
   double alone_ratio = 0, alone_lo = 0, alone_hi = 0;
   int alone_calls = 0;
+  std::string alone_invalid;         // rule base_alone's finding when broken (also in `invalid`)
 };
 
 // Times every candidate on the case. Throws InputError when a candidate does not implement the

@@ -66,16 +66,16 @@ SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case
   req.wall_seconds = wall_seconds;
   req.base_alone = true;
   req.base_args = base_args;
-  SpeedRow r = speed_row(time_in_worker(req), c, p, m);
+  const std::vector<BenchSamples> first = time_in_worker(req);
+  SpeedRow r = speed_row(first, c, p, m);
   // Rule base_alone compares two processes, and on a loaded machine one process can run a short
   // kernel slower than another for its whole life (1 honest run in 8 at T=64, 40-130 us calls, read
   // the base 1.9x slower beside the patch than alone). When it is the only rule broken, the case is
   // timed once more in fresh workers, and that timing is the row: a patch that slows the base does
   // so again; noise rarely does twice.
-  if (r.invalid.rfind("rule base_alone:", 0) == 0 && r.invalid.find("; rule ") == std::string::npos) {
-    const std::string first = r.invalid;
+  if (!first[0].alone_invalid.empty() && r.invalid == first[0].alone_invalid) {
     r = speed_row(time_in_worker(req), c, p, m);
-    r.retimed = first;
+    r.retimed = first[0].alone_invalid;
   }
   return r;
 }

@@ -769,6 +769,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     }
     // (Last: a rule that names the means goes first.)
     if (!alone_rule.empty()) b.invalid = b.invalid.empty() ? alone_rule : b.invalid + "; " + alone_rule;
+    b.alone_invalid = alone_rule;
     if (ci == 0 && alone_calls > 0)
       b.alone_ratio = alone_ratio.estimate, b.alone_lo = alone_ratio.lo, b.alone_hi = alone_ratio.hi, b.alone_calls = alone_calls;
   }
