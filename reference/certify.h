@@ -36,7 +36,8 @@ struct Certification {
 };
 
 // Cost of one token-head at each tier in dd token-heads (one core, bench/reference_bench.cpp at
-// K = V = 128: f64 about 115k tokens/s, dd 48k, mpfr127 370, mpfr256 250).
+// K = V = 128, measured when these were set: f64 about 115k tokens/s, dd 48k, mpfr127 370, mpfr256
+// 250; README has today's figures).
 double tier_cost(Tier t);
 
 // Recomputes the case at next_tier(tier) and at `tier`, with tails, and compares them. The budget

@@ -35,7 +35,9 @@
 //        32 rows by fma, block sums added by TwoSum): error u |x^T y| + 32 u sum |x_k y_k|, the size
 //        of the state's own rounding (kda.cpp has the argument and the measurement);
 //   dd:  the reductions keep a (hi, lo) pair per lane (TwoSum of the high parts, low parts summed);
-//        the write's error is below 3u^2 (|S| + |bk r|), u = 2^-53; the state stays normalized.
+//        the write's error is below 3u^2 (|S| + |bk r|), u = 2^-53; the state stays normalized;
+//        the softplus and lower-bound gates run as passes over the token's K gates with the
+//        generic operations (softplus's log1p takes its expm1 from one table branch: kda.cpp).
 // (KdaReferenceOptions::generic_kernels runs the plain loops instead; tests compare the two.)
 //
 // Outputs are doubles rounded to odd from the tier's value (one later round-to-nearest-even gives the

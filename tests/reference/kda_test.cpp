@@ -367,24 +367,38 @@ TEST(KdaReference, NonFiniteInputNamesTheTensor) {
 }
 
 TEST(KdaReference, VectorizedKernelsMatchTheGenericTemplate) {
-  KdaParams p = small(40, 16, 24);
-  p.gate = KdaGate::lower_bound;
-  TensorMap in = make_inputs(p, 12, DType::f32);
-  KdaReferenceOptions generic;
-  generic.generic_kernels = true;
-  EXPECT_LT(rel_diff(kda_reference(Tier::f64, p, in).o, kda_reference(Tier::f64, p, in, generic).o), 1e-14);
-  // dd: compare the full values (tails), far below a double's precision.
-  generic.tails = true;
-  KdaReferenceOptions fast;
-  fast.tails = true;
-  KdaReferenceResult a = kda_reference(Tier::dd, p, in, fast), b = kda_reference(Tier::dd, p, in, generic);
-  double worst = 0.0, scale = 0.0;
-  for (size_t i = 0; i < a.o.size(); ++i) {
-    double d = (a.o[i] - b.o[i]) + (a.o_tail[2 * i] - b.o_tail[2 * i]) + (a.o_tail[2 * i + 1] - b.o_tail[2 * i + 1]);
-    worst = std::max(worst, std::fabs(d));
-    scale = std::max(scale, std::fabs(b.o[i]));
+  // Both gates the dd tier vectorizes (z = g + dt_bias in [-9.9, 0.7]: both signs, and |z| < 0.9
+  // where softplus's expm1 takes its other branch), then gates out of exp's fast range (|z| > 690),
+  // which take the generic loop.
+  for (bool far : {false, true}) {
+    for (KdaGate gate : {KdaGate::lower_bound, KdaGate::softplus}) {
+      KdaParams p = small(40, 16, 24);
+      p.gate = gate;
+      TensorMap in = make_inputs(p, 12, DType::f32);
+      if (far) {
+        for (int64_t i = 0; i < in["g"].numel(); i += 7) in["g"].set(i, i % 2 == 0 ? -800.0 : 800.0);
+      }
+      const std::string what = std::string(gate == KdaGate::softplus ? "softplus" : "lower_bound") +
+                               (far ? ", far gates" : "");
+      KdaReferenceOptions generic;
+      generic.generic_kernels = true;
+      EXPECT_LT(rel_diff(kda_reference(Tier::f64, p, in).o, kda_reference(Tier::f64, p, in, generic).o), 1e-14)
+          << what;
+      // dd: compare the full values (tails), far below a double's precision.
+      generic.tails = true;
+      KdaReferenceOptions fast;
+      fast.tails = true;
+      KdaReferenceResult a = kda_reference(Tier::dd, p, in, fast), b = kda_reference(Tier::dd, p, in, generic);
+      double worst = 0.0, scale = 0.0;
+      for (size_t i = 0; i < a.o.size(); ++i) {
+        double d = (a.o[i] - b.o[i]) + (a.o_tail[2 * i] - b.o_tail[2 * i]) + (a.o_tail[2 * i + 1] - b.o_tail[2 * i + 1]);
+        worst = std::max(worst, std::fabs(d));
+        scale = std::max(scale, std::fabs(b.o[i]));
+      }
+      EXPECT_GT(scale, 0.0) << what;
+      EXPECT_LT(worst, 0x1p-95 * scale) << what;
+    }
   }
-  EXPECT_LT(worst, 0x1p-95 * scale);
 }
 
 TEST(KdaReference, ThreadCountDoesNotChangeBits) {
