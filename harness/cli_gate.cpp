@@ -100,6 +100,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
   opt.command = cmdline;
+  opt.suite = g.suite;
   opt.wall_seconds = g.timeout;
   opt.timeout_given = g.gate->count("--timeout") > 0;
   opt.threads = g.threads;

@@ -202,6 +202,8 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
     mb.value = p->metrics.bits;
     mb.limit = patch_floor;
     mb.margin_bits = patch_floor - p->metrics.bits;
+    mb.base = b.metrics.bits;
+    if (n) mb.naive = n->metrics.bits;
     out.push_back(mb);
     for (const std::string& m : pol.metrics) {
       double eb = metric(b.metrics, m), ep = metric(p->metrics, m);
@@ -218,6 +220,9 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
                           pol.naive_factor, n ? fmt::format("{:.3g}", en) : "-", fl)};
       k.value = ep;
       k.limit = limit;
+      k.base = eb;
+      if (n) k.naive = en;
+      k.floor = fl;
       k.margin_bits = ep > 0 && limit > 0 ? std::log2(ep / limit) : (ep <= limit ? -std::numeric_limits<double>::infinity()
                                                                                   : std::numeric_limits<double>::infinity());
       out.push_back(k);
@@ -230,6 +235,8 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
                 fmt::format("growth exponent {:.3f} vs base {:.3f} + margin {:.2f}", gp, gb, pol.drift_margin)};
         k.value = gp;
         k.limit = gb + pol.drift_margin;
+        k.base = gb;
+        if (n && n->drift) k.naive = n->drift->growth_exponent;
         out.push_back(k);
       }
     }
@@ -310,12 +317,19 @@ std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, 
   out.push_back({"timing_rules", s.invalid.empty(),
                  (s.invalid.empty() ? "driftgate's clock and CPU reads agree with the worker's, within the thread budget"
                                     : "INVALID: " + s.invalid) + again});
-  out.push_back({"throughput", s.verdict != "SLOWER",
-                 fmt::format("{} speedup {:.3f} [{:.3f}, {:.3f}]", s.verdict, s.estimate, s.lo, s.hi)});
-  if (claim)
-    out.push_back({"claim", s.lo >= *claim - pol.claim_tolerance,
-                   fmt::format("claimed {:.2f}x: interval's lower end {:.3f} vs {:.3f}", *claim, s.lo,
-                               *claim - pol.claim_tolerance)});
+  Check t{"throughput", s.verdict != "SLOWER",
+          fmt::format("{} speedup {:.3f} [{:.3f}, {:.3f}], Mann-Whitney p {:.2g}", s.verdict, s.estimate, s.lo, s.hi,
+                      s.mann_whitney_p)};
+  t.value = s.estimate;
+  out.push_back(t);
+  if (claim) {
+    Check k{"claim", s.lo >= *claim - pol.claim_tolerance,
+            fmt::format("claimed {:.2f}x: interval's lower end {:.3f} vs {:.3f}", *claim, s.lo,
+                        *claim - pol.claim_tolerance)};
+    k.value = s.lo;
+    k.limit = *claim - pol.claim_tolerance;
+    out.push_back(k);
+  }
   return out;
 }
 
@@ -333,6 +347,9 @@ nlohmann::json row_json(const GateRow& g) {
       k["margin_bits"] = std::isnan(c.margin_bits) ? nlohmann::json(nullptr)
                          : std::isinf(c.margin_bits) ? nlohmann::json(c.margin_bits > 0 ? "inf" : "-inf")
                                                      : nlohmann::json(c.margin_bits);
+      k["base"] = num(c.base);
+      k["naive"] = num(c.naive);
+      k["floor"] = num(c.floor);
     }
     checks.push_back(std::move(k));
   }
@@ -374,6 +391,55 @@ nlohmann::json rows_json(const GateReport& r) {
 
 }  // namespace
 
+nlohmann::ordered_json gate_summary(const GateReport& r) {
+  int merge = 0, reject = 0, cannot = 0, skipped = 0, faster = 0, same = 0, slower = 0, ambiguous = 0, timed = 0;
+  double sum_log = 0, sum_var = 0, min_margin = std::numeric_limits<double>::infinity();
+  for (const GateRow& g : r.rows) {
+    merge += g.verdict == Verdict::MERGE;
+    reject += g.verdict == Verdict::REJECT;
+    cannot += g.verdict == Verdict::CANNOT_JUDGE;
+    skipped += g.verdict == Verdict::SKIPPED;
+    for (const Check& c : g.checks)
+      if (c.passed && c.outcome == CheckOutcome::judged && std::isfinite(c.margin_bits))
+        min_margin = std::min(min_margin, -c.margin_bits);
+    if (!g.speed) continue;
+    const SpeedRow& s = *g.speed;
+    faster += s.verdict == "FASTER";
+    same += s.verdict == "SAME";
+    slower += s.verdict == "SLOWER";
+    ambiguous += s.verdict == "AMBIGUOUS";
+    if (s.estimate > 0 && s.lo > 0 && s.hi >= s.lo && std::isfinite(s.hi)) {
+      ++timed;
+      sum_log += std::log(s.estimate);
+      const double se = (std::log(s.hi) - std::log(s.lo)) / (2 * 1.959964);
+      sum_var += se * se;
+    }
+  }
+  nlohmann::ordered_json j;
+  j["rows"] = r.rows.size();
+  j["merge"] = merge;
+  j["reject"] = reject;
+  j["cannot_judge"] = cannot;
+  j["skipped"] = skipped;
+  j["faster"] = faster;
+  j["same"] = same;
+  j["slower"] = slower;
+  j["ambiguous"] = ambiguous;
+  if (timed > 0) {
+    const double mean = sum_log / timed, se = std::sqrt(sum_var) / timed;
+    j["speedup_geomean"] = std::exp(mean);
+    j["speedup_lo"] = std::exp(mean - 1.959964 * se);
+    j["speedup_hi"] = std::exp(mean + 1.959964 * se);
+  } else {
+    j["speedup_geomean"] = nullptr;
+    j["speedup_lo"] = nullptr;
+    j["speedup_hi"] = nullptr;
+  }
+  j["speedup_cases"] = timed;
+  j["min_margin_bits"] = std::isfinite(min_margin) ? nlohmann::ordered_json(min_margin) : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
 // verdict.json: the verdict and what it rests on first (a reader that stops after a few lines still
 // reads whether the run is complete and timed), then the rows. Key order is fixed (ordered_json).
 std::string gate_json(const GateReport& r) {
@@ -387,17 +453,26 @@ std::string gate_json(const GateReport& r) {
   j["exit_code"] = verdict_exit_code(v);
   j["complete"] = r.complete();
   j["timed"] = r.timed;
+  j["suite"] = r.suite.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.suite);
   j["planned"] = r.planned.size();
   j["judged"] = r.judged();
   j["skipped"] = r.skipped();
   j["cannot_judge"] = r.cannot_judge();
+  j["summary"] = gate_summary(r);
   j["run_id"] = r.run_id;
   j["rows_digest"] = rows_digest(rows, r.resume_key);
   j["started_at"] = r.started_at;
+  j["finished_at"] = r.finished_at.empty() ? r.started_at : r.finished_at;
   j["seconds"] = r.seconds;
   j["base"] = r.base;
   j["patch"] = r.patch;
   j["policy"] = r.policy_source;
+  // What produced the rows: this binary, the policy's contents (its canonical JSON in the resume
+  // key), and every plugin library and exec program (harness/digest.h).
+  const nlohmann::json policy_json = r.resume_key.contains("policy") ? r.resume_key.at("policy") : nlohmann::json();
+  j["digests"] = {{"binary", r.resume_key.value("binary_sha256", self_exe_sha256())},
+                  {"policy", sha256_hex(policy_json.dump())},
+                  {"outside", nlohmann::ordered_json::parse(r.resume_key.value("outside", nlohmann::json::object()).dump())}};
   j["claim"] = r.claim ? nlohmann::ordered_json(*r.claim) : nlohmann::ordered_json(nullptr);
   j["cases"] = r.planned;
   j["coverage_gaps"] = r.coverage_gaps;
@@ -436,6 +511,9 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       k.value = read("value");
       k.limit = read("limit");
       k.margin_bits = read("margin_bits");
+      k.base = read("base");
+      k.naive = read("naive");
+      k.floor = read("floor");
       g.checks.push_back(std::move(k));
     }
     if (!r.at("speed").is_null()) {

@@ -58,6 +58,14 @@ struct Check {
   double value = std::numeric_limits<double>::quiet_NaN();
   double limit = std::numeric_limits<double>::quiet_NaN();
   double margin_bits = std::numeric_limits<double>::quiet_NaN();
+  // What the limit was formed from (NaN where it does not apply): the base's and the naive
+  // candidate's value of the same metric, and the absolute floor (precision checks: limit =
+  // tail x max(base x (1 + slack), naive_factor x naive) + floor; min_bits: the base's and naive's
+  // bits beside the minimum; drift: their growth exponents; throughput and claim: value is the
+  // speedup's estimate, limit the interval's bound the rule reads).
+  double base = std::numeric_limits<double>::quiet_NaN();
+  double naive = std::numeric_limits<double>::quiet_NaN();
+  double floor = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Throughput of a case: the speedup of patch over base with its interval and verdict.
@@ -124,6 +132,7 @@ struct GateReport {
   std::vector<GateRow> rows;
   Verdict verdict = Verdict::INCOMPLETE;
   std::string base, patch, policy_source, command;
+  std::string suite;                     // the --suite name; empty for a --case list
   std::optional<double> claim;
   bool timed = true;                     // false: --no-time, precision only
   std::vector<std::string> planned;      // every case the gate was asked to judge, in order
@@ -133,6 +142,7 @@ struct GateReport {
   // object written as "resume_key" and its SHA-256 (harness/digest.h).
   nlohmann::json resume_key = nlohmann::json::object();
   std::string started_at;                // UTC, ISO 8601
+  std::string finished_at;               // UTC, ISO 8601: when the files were last written
   double seconds = 0;                    // wall time so far
   bool complete() const { return rows.size() >= planned.size(); }
   int judged() const;                    // rows whose verdict is MERGE or REJECT
@@ -153,6 +163,11 @@ std::string rows_digest(const nlohmann::json& rows, const nlohmann::json& resume
 // per case and check, and one for the verdict). They read the report and nothing else; all three
 // carry the run id and the rows digest, so a reader can tell they belong together.
 std::string gate_json(const GateReport& r);
+// verdict.json's "summary": row verdicts and speed verdicts counted, the geometric mean of the timed
+// rows' speedups with a 95% interval (the mean of log speedups; each row's standard error read off
+// its own interval, (log hi - log lo) / (2 x 1.96), the rows taken as independent: an interval for
+// these cases, not for others), and the smallest margin, in bits, of a passed precision check.
+nlohmann::ordered_json gate_summary(const GateReport& r);
 // The rows of a verdict.json written by gate_json (for --resume); throws on a malformed file or
 // one whose rows_digest does not match its rows and resume_key.
 std::vector<GateRow> gate_rows_from_json(const std::string& text);

@@ -70,6 +70,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.patch = patch.name();
   rep.policy_source = policy.source;
   rep.command = opt.command;
+  rep.suite = opt.suite;
   rep.claim = opt.claim;
   rep.timed = opt.time;
   rep.run_id = new_run_id();
@@ -86,6 +87,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   }
   auto finish = [&] {
     rep.seconds = elapsed();
+    rep.finished_at = utc_now();
     rep.verdict = gate_verdict(rep);
     if (!opt.out_dir.empty()) write_gate_files(opt.out_dir, rep);
   };

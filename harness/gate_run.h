@@ -29,6 +29,7 @@ struct GateOptions {
   std::string save_failures_dir;     // inputs, reference and outputs of every rejected case
   bool time = true;                  // measure throughput (false: precision only)
   std::string command;               // for the JSON context and reproduce lines
+  std::string suite;                 // the --suite name (verdict.json), empty for --case lists
   bool isolate = true;               // candidates' precision runs in worker processes, two poisons each
   double wall_seconds = 600;         // worker limits: wall seconds per candidate worker run (gate --timeout)
   int64_t memory_bytes = int64_t{8} << 30;

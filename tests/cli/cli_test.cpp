@@ -551,6 +551,88 @@ std::map<std::string, std::string> flags_of(const std::vector<std::string>& word
   return f;
 }
 
+// scripts/validate_json.py against harness/schemas/ (Debian's python3 and python3-jsonschema,
+// from scripts/setup.sh).
+bool schema_valid(const std::string& kind, const std::string& path, std::string* log = nullptr) {
+  const std::string out = path + ".schema.txt";
+  const int rc = std::system(("/usr/bin/python3 " DG_SOURCE_DIR "/scripts/validate_json.py " + kind + " " + path + " >" +
+                              out + " 2>&1").c_str());
+  if (log) *log = slurp(out);
+  return rc == 0;
+}
+
+// verdict.json for agents: every file matches its schema, and the numbers a reader needs are there
+// (issue 13 section 3): the limit's parts on every precision check, the suite, the counts, the
+// geometric-mean speedup with its interval, digests and both timestamps.
+TEST(CliVerdict, EveryJsonFileMatchesItsSchemaAndCarriesTheNumbers) {
+  std::string log;
+  const std::string out = tmp("gate_schema");
+  // Calls of about half a millisecond and more: on calls under 100 us the base reads 1.5x slower
+  // beside the patch than alone, so rule base_alone can void them (README, rule base_alone).
+  const std::string second = "kda(T=1024,H=1,K=64,V=64,regime=long_memory,dtype=bf16,seed=1)";
+  Result r = run("gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kGateCase + "' --case '" + second +
+                 "' --policy " + quick_policy("schema.toml") + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(schema_valid("verdict", out + "/verdict.json", &log)) << log;
+  nlohmann::json j = verdict_of(out);
+  EXPECT_TRUE(j["suite"].is_null());
+  EXPECT_EQ(j["summary"]["rows"], 2);
+  EXPECT_EQ(j["summary"]["merge"], 2);
+  EXPECT_EQ(j["summary"]["reject"], 0);
+  ASSERT_EQ(j["summary"]["speedup_cases"], 2);
+  double lo = 1e300, hi = 0;
+  for (const auto& row : j["rows"]) {
+    lo = std::min(lo, row["speed"]["speedup"].get<double>());
+    hi = std::max(hi, row["speed"]["speedup"].get<double>());
+  }
+  const double g = j["summary"]["speedup_geomean"];
+  EXPECT_GE(g, lo * (1 - 1e-12));
+  EXPECT_LE(g, hi * (1 + 1e-12));
+  EXPECT_LT(j["summary"]["speedup_lo"].get<double>(), g);
+  EXPECT_GT(j["summary"]["speedup_hi"].get<double>(), g);
+  EXPECT_GT(j["summary"]["min_margin_bits"].get<double>(), 0.0);
+  EXPECT_EQ(j["digests"]["binary"], j["resume_key"]["binary_sha256"]);
+  EXPECT_EQ(j["digests"]["policy"].get<std::string>().size(), 64u);
+  EXPECT_GE(j["finished_at"].get<std::string>(), j["started_at"].get<std::string>());
+  int precision = 0;
+  for (const auto& k : j["rows"][0]["checks"]) {
+    if (k["name"].get<std::string>().rfind("precision.", 0) != 0) continue;
+    ++precision;
+    // limit = tail x max(base x 1.5, 2 x naive) + floor, from the numbers beside it
+    const double tail = k["name"].get<std::string>().ends_with(".max_abs") ? 2.0 : 1.0;
+    const double want = tail * std::max(k["base"].get<double>() * 1.5, 2.0 * k["naive"].get<double>()) +
+                        k["floor"].get<double>();
+    EXPECT_NEAR(k["limit"].get<double>(), want, 1e-12 * want) << k.dump();
+  }
+  EXPECT_EQ(precision, 4);   // o and ht, rms and max_abs
+
+  // A suite's name; a file that breaks the schema is caught.
+  const std::string out2 = tmp("gate_schema_suite");
+  r = run("gate --no-time --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --suite kda-selftest --out " + out2);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(verdict_of(out2)["suite"], "kda-selftest");
+  EXPECT_TRUE(schema_valid("verdict", out2 + "/verdict.json", &log)) << log;
+  for (const char* edit : {"verdict", "summary", "digests"}) {
+    nlohmann::json bad = verdict_of(out2);
+    if (std::string(edit) == "verdict") bad["verdict"] = "MAYBE";
+    else bad.erase(edit);
+    const std::string path = tmp(std::string("bad_verdict_") + edit + ".json");
+    std::ofstream(path) << bad.dump();
+    EXPECT_FALSE(schema_valid("verdict", path, &log)) << edit;
+    EXPECT_THAT(log, HasSubstr(edit));
+  }
+
+  // verify --json and bench --json.
+  const std::string vj = tmp("schema_verify.json"), bj = tmp("schema_bench.json");
+  r = run("verify --candidate kda_cpu_chunk_f32 --case '" + kSmall + "' --json " + vj);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(schema_valid("verify", vj, &log)) << log;
+  r = run("bench --candidate kda_cpu_chunk_f32,kda_cpu_recurrent_f32 --case '" + kSmall + "' --max-time 0.3 --json " + bj);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(schema_valid("bench", bj, &log)) << log;
+  EXPECT_FALSE(schema_valid("verify", bj, &log));   // the wrong schema says so
+}
+
 TEST(CliVerdict, NoTimeSaysPrecisionOnlyAndClaimNeedsTiming) {
   std::string out = tmp("gate_no_time");
   Result r = run("gate --no-time --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kSmall + "' --out " + out);
@@ -604,6 +686,7 @@ TEST(CliVerdict, AKilledGateReadsIncompleteAndResumeCompletesIt) {
   EXPECT_THAT(md, HasSubstr(digest));
   EXPECT_THAT(xml, HasSubstr(digest));
   EXPECT_THAT(xml, HasSubstr(run_id));
+  const nlohmann::json first_checks = j["rows"][0]["checks"];
   // The resumed gate judges the rest and completes the verdict.
   Result r = run(args + " --resume");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
@@ -612,6 +695,8 @@ TEST(CliVerdict, AKilledGateReadsIncompleteAndResumeCompletesIt) {
   EXPECT_EQ(j["verdict"], "MERGE");
   EXPECT_EQ(j["complete"], true);
   EXPECT_EQ(j["judged"], 2);
+  EXPECT_EQ(j["rows"][0]["checks"], first_checks);   // the resumed row keeps every number
+  EXPECT_TRUE(first_checks[2]["base"].is_number()) << first_checks[2].dump();
   // Progress: a line per case with its position, the elapsed time and an ETA.
   EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[2/2\\] MERGE kda\\(T=16384.* elapsed [0-9.]+s, ETA [0-9]+s"));
 }
