@@ -83,7 +83,7 @@ struct BenchOptions {
   // not counting input preparation and the checks afterwards. min_repetitions always run.
   double max_time_s = 10;
   int min_repetitions = 5;
-  int max_repetitions = 200;
+  int max_repetitions = 200;   // comparisons with a stop rule raise it to kMaxTimedPairs (stats.h)
   // 0: enough sets that their total bytes exceed 2x the last-level cache (auto_input_sets).
   int input_sets = 0;
   uint64_t seed = 0;        // input seeds and the re-run sample

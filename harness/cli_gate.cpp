@@ -47,7 +47,7 @@ struct GateCommands {
   CLI::App* calibrate = nullptr;
   std::string c_candidate, c_case = "kda(T=4096,H=2,K=128,V=128,regime=kimi_linear,dtype=bf16,seed=0)";
   int c_trials = 20;
-  double c_slowdown = 0.05, c_max_time = 10;
+  double c_slowdown = 0.05, c_max_time = 20;   // unless given: the policy's max_time_s
   // machine
   CLI::App* machine = nullptr;
   bool m_json = false, m_remeasure = false;
@@ -360,18 +360,21 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
   return missed == 0 && canaries > 0 ? 0 : 1;
 }
 
-// A candidate wrapped to take `extra` more seconds per call: the wrapped run, then a spin on the
-// steady clock (calibrated extra work that costs time and nothing else).
-const Candidate& slowed(const Candidate& a, const std::string& name, double* extra_s) {
+// A candidate wrapped to run `*fraction` slower: the wrapped run, then a spin on the steady clock
+// for that fraction of the run's own time (work that costs time and nothing else). Proportional to
+// each call, so the slowdown stays the asked fraction when the machine's speed drifts during the
+// trials (a fixed extra time measured once would shrink in relative terms on a slower stretch).
+const Candidate& slowed(const Candidate& a, const std::string& name, const double* fraction) {
   if (const Candidate* c = find_candidate(name)) return *c;
   CandidateInfo info = a.info();
   info.name = name;
   info.doc = "calibration wrapper of " + a.name();
   info.algorithm = "cheat";   // never part of a default candidate set
-  register_candidate(info, [&a, extra_s](const Case& c, const TensorMap& in, TensorMap& out) {
+  register_candidate(info, [&a, fraction](const Case& c, const TensorMap& in, TensorMap& out) {
+    const auto t0 = std::chrono::steady_clock::now();
     a.run(c, in, out);
-    if (*extra_s <= 0) return;
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(*extra_s);
+    if (*fraction <= 0) return;
+    const auto end = std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - t0) * *fraction;
     while (std::chrono::steady_clock::now() < end) {
     }
   });
@@ -387,24 +390,26 @@ int cmd_calibrate(GateCommands& g) {
   if (c.op() != a.info().op) throw InputError(fmt::format("calibrate: {} does not implement {}", a.name(), c.op()));
   check_option_range("calibrate --trials", g.c_trials, 1, 10000);
   check_option_range("calibrate --slowdown", g.c_slowdown, 0, 1, true);
+  Policy policy = default_policy();
+  if (g.calibrate->get_option("--max-time")->count() == 0) g.c_max_time = policy.max_time_s;   // the gate's own budget
   check_option_range("calibrate --max-time", g.c_max_time, 0, 3600, true);
   check_cases_fit_memory({c}, "calibrate");
-  Policy policy = default_policy();
   policy.max_time_s = g.c_max_time;
   MachineLimits machine = load_or_measure_machine(g.machine_file, false);
   // The same kernel under another name (no extra work), and the slowed one.
-  static double zero = 0, extra = 0;
+  static double zero = 0, fraction = 0;
+  fraction = g.c_slowdown;
   const Candidate& twin = slowed(a, a.name() + "_twin", &zero);
-  const Candidate& slow = slowed(a, a.name() + "_slowed", &extra);
+  const Candidate& slow = slowed(a, a.name() + "_slowed", &fraction);
   BenchOptions probe;
   probe.max_time_s = 2;
   std::vector<BenchSamples> s0 = time_candidates({&a}, c, probe);
-  extra = g.c_slowdown * median(s0[0].seconds);
-  std::cout << fmt::format("{} on {}: median {:.3f} ms; slowed copy adds {:.3f} ms ({:.0f}%)\n", a.name(), c.str(),
-                           1e3 * median(s0[0].seconds), 1e3 * extra, 100 * g.c_slowdown);
+  std::cout << fmt::format("{} on {}: median {:.3f} ms; the slowed copy spins {:.0f}% of each call's own time\n",
+                           a.name(), c.str(), 1e3 * median(s0[0].seconds), 100 * g.c_slowdown);
   int fa = 0, fa_mw = 0, det = 0, det_mw = 0;
   double worst_s = 0;
   for (int t = 0; t < g.c_trials; ++t) {
+    std::string rows;   // each comparison: verdict, speedup [interval], pairs, seconds
     for (int slowed_trial = 0; slowed_trial < 2; ++slowed_trial) {
       auto t0 = std::chrono::steady_clock::now();
       // In this process: the calibration wrappers exist only here, and A is the caller's own kernel.
@@ -413,11 +418,15 @@ int cmd_calibrate(GateCommands& g) {
       bo.min_repetitions = 7;
       const StopRule rule{policy.confidence, policy.interim_confidence, policy.target_halfwidth,
                           policy.min_effect, policy.max_time_s, 7};
-      bo.stop = [rule](const std::vector<std::vector<double>>& s, double elapsed) {
-        return speed_should_stop(s[0], s[1], elapsed, rule);
+      bo.max_repetitions = kMaxTimedPairs;   // as the gate's timing worker
+      bo.stop = [rule, looks = 0](const std::vector<std::vector<double>>& s, double elapsed) mutable {
+        return speed_should_stop(s[0], s[1], elapsed, rule, looks);
       };
       SpeedRow r = speed_row(time_candidates({&a, slowed_trial ? &slow : &twin}, c, bo), c, policy, machine);
-      worst_s = std::max(worst_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      worst_s = std::max(worst_s, took);
+      rows += fmt::format("; {} {} {:.3f} [{:.3f}, {:.3f}] n={} {:.1f} s", slowed_trial ? "slowed" : "twin", r.verdict,
+                          r.estimate, r.lo, r.hi, r.samples_patch, took);
       bool mw = r.mann_whitney_p < 0.05;
       if (!slowed_trial) {
         fa += r.verdict == "FASTER" || r.verdict == "SLOWER";
@@ -427,8 +436,8 @@ int cmd_calibrate(GateCommands& g) {
         det_mw += mw && r.estimate < 1;
       }
     }
-    std::cerr << fmt::format("[{}/{}] false alarms {} (Mann-Whitney {}), detections {} (Mann-Whitney {})\n", t + 1,
-                             g.c_trials, fa, fa_mw, det, det_mw);
+    std::cerr << fmt::format("[{}/{}] false alarms {} (Mann-Whitney {}), detections {} (Mann-Whitney {}){}\n", t + 1,
+                             g.c_trials, fa, fa_mw, det, det_mw, rows);
   }
   // Each rate with its 95% Wilson interval.
   auto rate = [&](int k) {
@@ -488,7 +497,7 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->calibrate->add_option("--case", g->c_case, "the case to time")->capture_default_str();
   g->calibrate->add_option("--trials", g->c_trials, "comparisons of each kind")->capture_default_str();
   g->calibrate->add_option("--slowdown", g->c_slowdown, "the known slowdown to detect (0.05 = 5%)")->capture_default_str();
-  g->calibrate->add_option("--max-time", g->c_max_time, "time budget per comparison, seconds")->capture_default_str();
+  g->calibrate->add_option("--max-time", g->c_max_time, "time budget per comparison, seconds (default: the policy's max_time_s, 20)");
 
   g->machine = app.add_subcommand("machine", "this machine's FMA peaks, memory bandwidth and caches (cached in results/machine.json)");
   g->machine->add_flag("--json", g->m_json, "print JSON");

@@ -789,8 +789,9 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   if (req.target_halfwidth > 0 && cands.size() == 2) {
     const StopRule rule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
                         req.max_time_s, req.min_repetitions};
-    bo.stop = [rule](const std::vector<std::vector<double>>& s, double elapsed) {
-      return speed_should_stop(s[0], s[1], elapsed, rule);
+    bo.max_repetitions = kMaxTimedPairs;   // the budget or the decision ends it (stats.h)
+    bo.stop = [rule, looks = 0](const std::vector<std::vector<double>>& s, double elapsed) mutable {
+      return speed_should_stop(s[0], s[1], elapsed, rule, looks);
     };
   }
   std::unique_ptr<ChannelHook> hook;

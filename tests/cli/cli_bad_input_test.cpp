@@ -370,6 +370,7 @@ TEST(CliBadInput, MeaninglessNumbersAreUsageErrors) {
   EXPECT_BAD_INPUT(run(c + "--slowdown nan"), "calibrate --slowdown");
   EXPECT_BAD_INPUT(run(c + "--slowdown -0.5"), "calibrate --slowdown");
   EXPECT_BAD_INPUT(run(c + "--max-time inf"), "calibrate --max-time");
+  EXPECT_BAD_INPUT(run(c + "--max-time -2"), "calibrate --max-time");
   EXPECT_EQ(listing(dir), (std::vector<std::string>{"r.json", "r.json.lock"}));
 }
 

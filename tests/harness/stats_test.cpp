@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -288,41 +289,71 @@ TEST(Stopping, AClearDifferenceStopsAtAnEarlyLook) {
   const auto patch = lognormal(11, "patch", 400, 1.0e-3, 0.05);
   StopRule rule;
   rule.target_halfwidth = 0.001;   // never narrow enough: only the decision can stop it
-  int n = rule.min_n;
+  int n = rule.min_n, looks = 0;
   for (; n <= 400; ++n)
-    if (speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule)) break;
+    if (speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule, looks)) break;
   EXPECT_LE(n, 20);
   EXPECT_EQ(speed_verdict(bootstrap_ratio_ci(std::span(base).first(n), std::span(patch).first(n), 0.95), 0.03),
             SpeedVerdict::FASTER);
   rule.interim_confidence = 1;
+  looks = 0;
   for (int m = rule.min_n; m <= 400; ++m)
-    EXPECT_FALSE(speed_should_stop(std::span(base).first(m), std::span(patch).first(m), 0.0, rule)) << m;
-  EXPECT_TRUE(speed_should_stop(base, patch, 20.0, rule));   // the budget still ends it
+    EXPECT_FALSE(speed_should_stop(std::span(base).first(m), std::span(patch).first(m), 0.0, rule, looks)) << m;
+  EXPECT_TRUE(speed_should_stop(base, patch, 20.0, rule, looks));   // the budget still ends it
 }
 
-// The rule's two error rates on simulated comparisons (lognormal times, 3% noise, up to 100
-// samples each, asked after every sample as the timing worker does): A against A must end FASTER
-// or SLOWER in at most 1% of 250 comparisons (the early looks must not inflate the false alarms),
-// and a true 5% slowdown must end SLOWER in at least 95% of them.
+// The rule's two error rates on simulated comparisons (lognormal times, 3% noise, up to 400
+// pairs each), asked as the timing loop asks: after rounds of min_n, then half the pairs so far
+// (7, 10, 15, 22, 33, ...), or after every pair. A against A must end FASTER or SLOWER in at most
+// 1% of 250 comparisons (the early looks must not inflate the false alarms), and a true 5% slowdown
+// must end SLOWER in at least 95% of them. Looks are taken where a round reaches a point of the
+// schedule (a rule that looked only at exact points met the runner's rounds at n = 7 and 33, then
+// never again: no decided stop after 33 pairs).
 TEST(Stopping, EarlyLooksKeepFalseAlarmsUnderOnePercentAndDetectAFivePercentSlowdown) {
   StopRule rule;
-  auto run = [&](int trial, double slowdown) {
-    const auto base = lognormal(1000 + trial, "base", 100, 1e-3, 0.03);
-    const auto patch = lognormal(5000 + trial, "patch", 100, 1e-3 * (1 + slowdown), 0.03);
-    int n = rule.min_n;
-    while (n < 100 && !speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule)) ++n;
-    return speed_verdict(bootstrap_ratio_ci(std::span(base).first(n), std::span(patch).first(n), 0.95, 500), 0.03);
-  };
-  int alarms = 0, detections = 0;
-  const int trials = 250;
-  for (int t = 0; t < trials; ++t) {
-    const SpeedVerdict same = run(t, 0.0), slow = run(t, 0.05);
-    alarms += same == SpeedVerdict::FASTER || same == SpeedVerdict::SLOWER;
-    detections += slow == SpeedVerdict::SLOWER;
+  constexpr int kMax = 400;
+  for (bool every_pair : {false, true}) {
+    auto run = [&](int trial, double slowdown) {
+      const auto base = lognormal(1000 + trial, "base", kMax, 1e-3, 0.03);
+      const auto patch = lognormal(5000 + trial, "patch", kMax, 1e-3 * (1 + slowdown), 0.03);
+      int n = rule.min_n, looks = 0;
+      while (n < kMax && !speed_should_stop(std::span(base).first(n), std::span(patch).first(n), 0.0, rule, looks))
+        n = std::min(kMax, n + (every_pair ? 1 : std::max(1, n / 2)));
+      return speed_verdict(bootstrap_ratio_ci(std::span(base).first(n), std::span(patch).first(n), 0.95, 500), 0.03);
+    };
+    int alarms = 0, detections = 0;
+    const int trials = 250;
+    for (int t = 0; t < trials; ++t) {
+      const SpeedVerdict same = run(t, 0.0), slow = run(t, 0.05);
+      alarms += same == SpeedVerdict::FASTER || same == SpeedVerdict::SLOWER;
+      detections += slow == SpeedVerdict::SLOWER;
+    }
+    const char* how = every_pair ? "asked after every pair" : "asked after the runner's rounds";
+    EXPECT_LE(alarms, trials / 100) << alarms << " false alarms in " << trials << ", " << how;
+    EXPECT_GE(detections, trials * 95 / 100) << detections << " detections in " << trials << ", " << how;
+    std::printf("%s: false alarms %d, detections %d of %d\n", how, alarms, detections, trials);
   }
-  EXPECT_LE(alarms, trials / 100) << alarms << " false alarms in " << trials;
-  EXPECT_GE(detections, trials * 95 / 100) << detections << " detections in " << trials;
-  std::printf("false alarms %d, detections %d of %d\n", alarms, detections, trials);
+}
+
+// Every round that reaches a new point of the look schedule takes a look, whatever its size.
+TEST(Stopping, EachRoundThatPassesASchedulePointLooks) {
+  StopRule rule;
+  rule.target_halfwidth = 0;       // never narrow enough
+  rule.interim_confidence = 1;     // no decision: every look answers false, and counts
+  const auto x = lognormal(3, "x", 2000, 1e-3, 0.03);
+  int looks = 0;
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(6), std::span(x).first(6), 0.0, rule, looks));
+  EXPECT_EQ(looks, 0);                                    // below n0 = 7
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(7), std::span(x).first(7), 0.0, rule, looks));
+  EXPECT_EQ(looks, 1);                                    // 7
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(8), std::span(x).first(8), 0.0, rule, looks));
+  EXPECT_EQ(looks, 1);                                    // no point in (7, 8]
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(10), std::span(x).first(10), 0.0, rule, looks));
+  EXPECT_EQ(looks, 2);                                    // 8.75
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(1000), std::span(x).first(1000), 0.0, rule, looks));
+  EXPECT_EQ(looks, 23);                                   // 7 1.25^22 = 949 <= 1000 < 1186
+  EXPECT_FALSE(speed_should_stop(std::span(x).first(1100), std::span(x).first(1100), 0.0, rule, looks));
+  EXPECT_EQ(looks, 23);
 }
 
 }  // namespace
