@@ -14,12 +14,7 @@
 
 #include <fmt/format.h>
 
-#ifndef DRIFTGATE_GIT_COMMIT
-#define DRIFTGATE_GIT_COMMIT "unknown"
-#endif
-#ifndef DRIFTGATE_GIT_DIRTY
-#define DRIFTGATE_GIT_DIRTY 0
-#endif
+#include "provenance.h"   // generated at build time: DRIFTGATE_GIT_COMMIT, DRIFTGATE_GIT_DIRTY
 #ifndef DRIFTGATE_CXX_FLAGS
 #define DRIFTGATE_CXX_FLAGS ""
 #endif
