@@ -87,13 +87,7 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
   r.lo = ci.lo;
   r.hi = ci.hi;
   r.mann_whitney_p = mann_whitney_p(samples[0].seconds, samples[1].seconds);
-  SpeedVerdict v = speed_verdict(ci, p.min_effect);
-  // FASTER and SLOWER need the rank test too (p < 1 - confidence): where times are bimodal (an
-  // exec program's process start-up) the medians sit in the modes and their bootstrap interval
-  // reads tight over samples that overlap (1.06x [1.02, 1.10] FASTER at Mann-Whitney p = 0.55).
-  if ((v == SpeedVerdict::FASTER || v == SpeedVerdict::SLOWER) && !(r.mann_whitney_p < 1 - p.confidence))
-    v = SpeedVerdict::AMBIGUOUS;
-  r.verdict = std::string(verdict_name(v));
+  r.verdict = std::string(verdict_name(rank_checked(speed_verdict(ci, p.min_effect), r.mann_whitney_p, p.confidence)));
   Throughput tb = throughput_of(samples[0], c, m), tp = throughput_of(samples[1], c, m);
   r.base_median_s = tb.median_s;
   r.patch_median_s = tp.median_s;

@@ -124,6 +124,13 @@ enum class SpeedVerdict { FASTER, SAME, SLOWER, AMBIGUOUS };
 // AMBIGUOUS. min_effect must be >= 0.
 SpeedVerdict speed_verdict(const RatioInterval& ci, double min_effect);
 
+// A FASTER or SLOWER verdict stands only where the Mann-Whitney test agrees at the same level
+// (rank_p < 1 - level); otherwise AMBIGUOUS. Where times are bimodal (an exec program whose process
+// start-up takes one of two durations) the medians sit in the modes and their bootstrap interval
+// reads tight over samples that overlap: 1.06x [1.02, 1.10] FASTER at p = 0.55, and 1.14x [1.11,
+// 1.16] at 44 pairs and p = 0.10. SAME and AMBIGUOUS pass through.
+SpeedVerdict rank_checked(SpeedVerdict v, double rank_p, double level);
+
 std::string_view verdict_name(SpeedVerdict v);   // "FASTER", "SAME", "SLOWER", "AMBIGUOUS"
 
 // Relative half-width of an interval, (hi - lo) / (2 estimate); +inf when it is not finite or the
@@ -147,9 +154,8 @@ std::pair<double, double> wilson_interval(int k, int n);
 //     the start), so rounds of any size (the runner's grow by half) each take the look they reach;
 //   - there, the interval at `confidence` is narrower than target_halfwidth (should_stop), or
 //   - the decision is already made: the interval at interim_confidence (0.999; at least
-//     `confidence`) gives FASTER, SAME or SLOWER (speed_verdict at min_effect), FASTER and SLOWER
-//     only where the Mann-Whitney test agrees at that level (p < 1 - interim_confidence: bimodal
-//     times make the medians' interval overconfident). An early look must clear this stricter bar (the
+//     `confidence`) gives FASTER, SAME or SLOWER (speed_verdict at min_effect, rank_checked at
+//     that level). An early look must clear this stricter bar (the
 //     Haybittle-Peto rule of group-sequential trials: interim looks at p < 0.001, the final one at
 //     the nominal level), so looking after every round adds next to nothing to the false alarms of
 //     the final verdict; interim_confidence >= 1 turns the early decision off.

@@ -239,6 +239,21 @@ TEST(Verdict, Names) {
   EXPECT_EQ(verdict_name(SpeedVerdict::AMBIGUOUS), "AMBIGUOUS");
 }
 
+// FASTER and SLOWER stand only where the rank test agrees at the same level; SAME and AMBIGUOUS
+// pass through whatever its p.
+TEST(SpeedVerdicts, FasterAndSlowerNeedTheRankTest) {
+  for (SpeedVerdict v : {SpeedVerdict::FASTER, SpeedVerdict::SLOWER}) {
+    EXPECT_EQ(rank_checked(v, 0.01, 0.95), v);
+    EXPECT_EQ(rank_checked(v, 0.55, 0.95), SpeedVerdict::AMBIGUOUS);
+    EXPECT_EQ(rank_checked(v, 0.06, 0.95), SpeedVerdict::AMBIGUOUS);
+    EXPECT_EQ(rank_checked(v, 0.0005, 0.999), v);
+    EXPECT_EQ(rank_checked(v, 0.002, 0.999), SpeedVerdict::AMBIGUOUS);
+    EXPECT_EQ(rank_checked(v, std::nan(""), 0.95), SpeedVerdict::AMBIGUOUS);
+  }
+  EXPECT_EQ(rank_checked(SpeedVerdict::SAME, 0.9, 0.95), SpeedVerdict::SAME);
+  EXPECT_EQ(rank_checked(SpeedVerdict::AMBIGUOUS, 0.0, 0.95), SpeedVerdict::AMBIGUOUS);
+}
+
 TEST(Stopping, Rule) {
   const RatioInterval narrow{1.0, 0.995, 1.005}, wide{1.0, 0.9, 1.1}, unbounded{1.0, 0, kInf};
   EXPECT_NEAR(relative_halfwidth(narrow), 0.005, 1e-15);
