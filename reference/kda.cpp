@@ -138,10 +138,11 @@ void gate_all(const GateArgs& a, const double* gd, const double* dtb, const Real
 // each branch computed for every lane and the lane's one selected; expm1 of the Newton step as
 // softplus_finish says), in passes over the token's K gates that vectorize; the double log1p that
 // starts dd_log1p's Newton step is the one scalar pass. Same bits as the generic loop except where
-// that expm1 takes another branch (y0 > 0.34, |z| < 0.9), where both are within 2^-104. The profile of the softplus gate before: 65% of the dd tier's time in scalar exp,
-// expm1 and log1p (26K tokens/s at K = V = 128 on one AVX-512 core against 68K pregated).
-// Lanes whose exp argument leaves exp_core's range [-700, 700] take the generic loop (the whole
-// token does).
+// that expm1 takes another branch (y0 > 0.34, |z| < 0.9), where both are within 2^-104. The
+// profile of the softplus gate before: 65% of the dd tier's time in scalar exp, expm1 and log1p
+// (26K tokens/s at K = V = 128 on one AVX-512 core against 68K pregated). Lanes whose exp argument
+// leaves exp_core's range [-700, 700] take the generic loop (the whole token does), and so does
+// the pregated gate (a copy).
 namespace gate_dd {
 
 // Every dd helper inlined (flatten), or the loops keep calls and stay scalar.
@@ -199,22 +200,20 @@ DG_GATE_KERNEL void sigmoid_finish(const DD* __restrict z, const DD* __restrict 
   }
 }
 
+#undef DG_GATE_KERNEL
+
 }  // namespace gate_dd
 
 template <>
 void gate_all(const GateArgs& a, const double* gd, const double* dtb, const DD& ea, DD* g, int64_t n) {
-  if (a.gate == KdaGate::pregated) {
-    for (int64_t i = 0; i < n; ++i) g[i] = DD(gd[i]);
-    return;
-  }
   constexpr int64_t kMax = 1024;
-  bool in_range = n <= kMax;
-  for (int64_t i = 0; in_range && i < n; ++i) {
+  bool vectorized = a.gate != KdaGate::pregated && n <= kMax;
+  for (int64_t i = 0; vectorized && i < n; ++i) {
     // |z| <= 700 with room for dd's low part and for ea's scaling of the lower-bound gate
     const double z = (gd[i] + dtb[i]) * (a.gate == KdaGate::lower_bound && a.use_A_log ? ea.hi : 1.0);
-    in_range = std::fabs(z) <= 690.0;
+    vectorized = std::fabs(z) <= 690.0;
   }
-  if (!in_range) return gate_generic(a, gd, dtb, ea, g, n);
+  if (!vectorized) return gate_generic(a, gd, dtb, ea, g, n);
   alignas(64) DD z[kMax], e[kMax];
   const dd_detail::ExpTable& t = dd_detail::exp_table();
   const bool lb = a.gate == KdaGate::lower_bound;
