@@ -154,8 +154,8 @@ std::pair<double, double> wilson_interval(int k, int n);
 //     the start), so rounds of any size (the runner's grow by half) each take the look they reach;
 //   - there, the interval at `confidence` is narrower than target_halfwidth (should_stop), or
 //   - the decision is already made: the interval at interim_confidence (0.999; at least
-//     `confidence`) gives FASTER, SAME or SLOWER (speed_verdict at min_effect, rank_checked at
-//     that level). An early look must clear this stricter bar (the
+//     `confidence`) gives FASTER, SAME or SLOWER (speed_verdict at min_effect; the final verdict's
+//     rank test, rank_checked, can still turn it AMBIGUOUS). An early look must clear this stricter bar (the
 //     Haybittle-Peto rule of group-sequential trials: interim looks at p < 0.001, the final one at
 //     the nominal level), so looking after every round adds next to nothing to the false alarms of
 //     the final verdict; interim_confidence >= 1 turns the early decision off.
