@@ -184,8 +184,17 @@ void expect_slow_clock_rejected(const Result& r) {
 
 TEST(TimingGate, BuiltInSlowClockIsRejected) { expect_slow_clock_rejected(gate("kda_cpu_recurrent_f32", "kda_cheat_slow_clock")); }
 
+// The hidden thread spins 0.3x after its two threads: where the loaded machine gives its second
+// thread no core, rule cpu_budget has nothing to see and the canary reads about 1.3x SLOWER (a CI
+// run: 0.775 [0.712, 0.800]). Either rejects it; it must never merge.
 TEST(TimingGate, BuiltInHiddenThreadIsRejected) {
-  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_hidden_thread"), "cpu_budget");
+  const Result r = gate("kda_cpu_recurrent_f32", "kda_cheat_hidden_thread");
+  if (r.out.find("throughput: SLOWER") != std::string::npos && r.out.find("rule cpu_budget") == std::string::npos) {
+    EXPECT_EQ(r.rc, 1) << r.out << r.err;
+    std::cerr << "the hidden thread got no core of its own; rejected as SLOWER\n";
+    return;
+  }
+  expect_rejected_by(r, "cpu_budget");
 }
 
 TEST(TimingGate, PluginSlowClockIsRejected) {
