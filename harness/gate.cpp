@@ -527,8 +527,8 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_median_s = s.at("patch_median_s");
       sp.noise_base = s.at("noise_base");
       sp.noise_patch = s.at("noise_patch");
-      sp.samples_base = s.at("samples_base");
-      sp.samples_patch = s.at("samples_patch");
+      sp.samples_base = json_integer<int>(s.at("samples_base"));
+      sp.samples_patch = json_integer<int>(s.at("samples_patch"));
       sp.mann_whitney_p = s.at("mann_whitney_p");
       sp.gflops_patch = s.at("gflops_patch");
       sp.gbs_patch = s.at("gbs_patch");
@@ -538,15 +538,15 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_host_overhead = s.value("patch_host_overhead", 0.0);
       sp.patch_device = s.value("patch_device", std::string());
       sp.patch_peak_gbs = s.value("patch_peak_gbs", 0.0);
-      sp.patch_throttled = s.value("patch_throttled", 0);
-      sp.patch_low_clock = s.value("patch_low_clock", 0);
+      sp.patch_throttled = s.contains("patch_throttled") ? json_integer<int>(s.at("patch_throttled")) : 0;
+      sp.patch_low_clock = s.contains("patch_low_clock") ? json_integer<int>(s.at("patch_low_clock")) : 0;
       sp.retimed = s.value("retimed", std::string());
       if (s.contains("base_alone")) {
         const nlohmann::json& a = s.at("base_alone");
         sp.base_alone = a.at("ratio");
         sp.base_alone_lo = a.at("lo");
         sp.base_alone_hi = a.at("hi");
-        sp.base_alone_calls = a.at("calls_alone");
+        sp.base_alone_calls = json_integer<int>(a.at("calls_alone"));
       }
       g.speed = sp;
     }

@@ -1,4 +1,6 @@
 #include "harness/report.h"
+
+#include "harness/json_limits.h"
 #include "harness/sandbox.h"
 
 #include <cmath>
@@ -134,9 +136,9 @@ Record record_from_json(const nlohmann::json& j) {
     out.name = name;
     out.dtype = parse_dtype(o.at("dtype").get<std::string>()).value_or(DType::f32);
     TensorMetrics& m = out.metrics;
-    m.count = o.at("count");
-    m.nonfinite_mismatch = o.at("nonfinite_mismatch");
-    m.first_mismatch = o.at("first_mismatch");
+    m.count = json_integer<int64_t>(o.at("count"));
+    m.nonfinite_mismatch = json_integer<int64_t>(o.at("nonfinite_mismatch"));
+    m.first_mismatch = json_integer<int64_t>(o.at("first_mismatch"));
     m.max_abs = from_num(o.at("max_abs"));
     m.max_rel = from_num(o.at("max_rel"));
     m.rms_ratio = from_num(o.at("rms_ratio"));
@@ -146,15 +148,15 @@ Record record_from_json(const nlohmann::json& j) {
     m.ulp_p99 = from_num(o.at("ulp_p99"));
     m.ulp_mean = from_num(o.at("ulp_mean"));
     if (o.contains("ulp_rms_max")) m.ulp_rms_max = from_num(o.at("ulp_rms_max"));
-    m.ulp_dist_max = o.at("ulp_dist_max");
+    m.ulp_dist_max = json_integer<int64_t>(o.at("ulp_dist_max"));
     if (o.contains("ref_max_abs")) m.ref_max_abs = from_num(o.at("ref_max_abs"));
     if (o.contains("drift")) {
       DriftCurve dc;
       dc.growth_exponent = from_num(o.at("drift").at("growth_exponent"));
       for (const auto& b : o.at("drift").at("buckets")) {
         DriftBucket bk;
-        bk.begin = b.at("begin");
-        bk.end = b.at("end");
+        bk.begin = json_integer<int64_t>(b.at("begin"));
+        bk.end = json_integer<int64_t>(b.at("end"));
         bk.rms_ratio = from_num(b.at("rms_ratio"));
         dc.buckets.push_back(bk);
       }

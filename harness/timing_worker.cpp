@@ -662,11 +662,11 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
     b.seconds = s.at("seconds").get<std::vector<double>>();
     b.cpu_seconds = s.at("cpu_seconds").get<std::vector<double>>();
     b.wall_seconds = s.at("wall_seconds").get<std::vector<double>>();
-    b.throttled = s.at("throttled");
-    b.low_clock = s.at("low_clock");
+    b.throttled = json_integer<int>(s.at("throttled"));
+    b.low_clock = json_integer<int>(s.at("low_clock"));
     b.device_peak_gbs = s.at("device_peak_gbs");
     b.device = s.at("device");
-    b.calls = s.at("calls");
+    b.calls = json_integer<int64_t>(s.at("calls"));
     b.outputs_consistent = s.at("outputs_consistent");
     b.inconsistency = s.at("inconsistency");
     out.push_back(std::move(b));

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "harness/json_limits.h"
+#include "harness/report.h"
 #include "harness/safetensors.h"
 
 namespace dg {
@@ -148,6 +150,29 @@ TEST(Verify, ReproduceCarriesOutsideCandidateOptions) {
   EXPECT_EQ(outside_args_text({"--threads", "2", "--plugin", "/a b/lib.so", "--exec", "k=python3 x.py {in} {out}"}),
             " --plugin '/a b/lib.so' --exec 'k=python3 x.py {in} {out}'");
   EXPECT_EQ(outside_args_text({"--exec", "k=sh -c 'x' {in} {out}"}), " --exec 'k=sh -c '\\''x'\\'' {in} {out}'");
+}
+
+}  // namespace
+}  // namespace dg
+
+namespace dg {
+namespace {
+
+// A results file's integer fields are read as integers: a count of 6.5e23 (out of int64's range) or
+// 2.5 is refused with std::out_of_range, not converted (a static_cast out of range is undefined).
+TEST(Verify, ResultsWithAFractionalOrHugeCountAreRefused) {
+  const Record r = verify_one("kda_cpu_recurrent_f32");
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(record_from_json(j).outputs.at(0).metrics.count, r.outputs.at(0).metrics.count);
+  const std::string out = j.at("outputs").begin().key();
+  for (const nlohmann::json& bad : {nlohmann::json(6.46667e+23), nlohmann::json(2.5), nlohmann::json(18446744073709551615ull)}) {
+    nlohmann::json k = j;
+    k["outputs"][out]["count"] = bad;
+    EXPECT_THROW(record_from_json(k), std::out_of_range) << bad.dump();
+  }
+  EXPECT_EQ(json_integer<int>(nlohmann::json(-7)), -7);
+  EXPECT_THROW(json_integer<int>(nlohmann::json(int64_t{1} << 40)), std::out_of_range);
+  EXPECT_THROW(json_integer<int>(nlohmann::json("7")), std::out_of_range);
 }
 
 }  // namespace
