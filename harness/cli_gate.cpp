@@ -355,6 +355,13 @@ int cmd_selftest(GateCommands& g, const std::string& cmdline) {
     if (!ok) ++missed;
     std::cout << fmt::format("{:<26} {:<12} rejected on {}/{} cases ({})  by: {}\n", k->name(), ok ? "CAUGHT" : "NOT CAUGHT",
                              caught, rep.rows.size(), verdict_name(rep.verdict), why.empty() ? "-" : why);
+    // What let a canary through: each case it merged on, with its speed comparison.
+    for (const GateRow& r : rep.rows)
+      if (r.verdict == Verdict::MERGE)
+        std::cout << fmt::format("    merged on {}: {}\n", r.case_str,
+                                 r.speed ? fmt::format("speed {} {:.3f} [{:.3f}, {:.3f}], {} pairs", r.speed->verdict,
+                                                       r.speed->estimate, r.speed->lo, r.speed->hi, r.speed->samples_base)
+                                         : std::string("not timed"));
   }
   std::cout << fmt::format("{} of {} canaries caught on suite {}\n", canaries - missed, canaries, g.s_suite);
   return missed == 0 && canaries > 0 ? 0 : 1;

@@ -1,4 +1,5 @@
 #include "harness/digest.h"
+#include "harness/plugin.h"
 
 #include <filesystem>
 #include <fstream>
@@ -59,7 +60,7 @@ std::vector<std::pair<std::string, std::string>> outside_digests(const std::vect
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--plugin") {
-      out.push_back({"plugin:" + args[i + 1], file_sha256(args[i + 1])});
+      out.push_back({"plugin:" + args[i + 1], file_sha256(parse_plugin_spec(args[i + 1]).path)});
     } else if (args[i] == "--exec") {
       const std::string& spec = args[i + 1];
       size_t eq = spec.find('=');

@@ -310,15 +310,22 @@ void register_exec(const std::string& spec) {
     cmd = cmd.substr(1, cmd.size() - 2);
   auto bad = [&](const std::string& problem) { return InputError(fmt::format("--exec {}: {}", name, problem)); };
   if (name.empty()) throw InputError(fmt::format("--exec '{}': the candidate name before '=' is empty", spec));
+  // An optional PREFIX/ (as a prefixed --plugin's: main/kda_exec_numpy_f32 beside
+  // branch/kda_exec_numpy_f32); the rest names the op and dtypes.
+  const size_t slash = name.find('/');
+  const std::string own = slash == std::string::npos ? name : name.substr(slash + 1);
+  if (slash != std::string::npos && (slash == 0 || own.empty() || own.find('/') != std::string::npos))
+    throw bad("a name holds at most one '/', between a non-empty prefix and the candidate's own name");
   for (char ch : name)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'))
-      throw bad(fmt::format("names are letters, digits, '_', '-' and '.' (<op>_exec_<algo>_<dtype>), found '{}'", ch));
-  // The op: the longest op name that prefixes NAME followed by '_'.
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.' || ch == '/'))
+      throw bad(fmt::format("names are letters, digits, '_', '-' and '.' (<op>_exec_<algo>_<dtype>, optionally after "
+                            "PREFIX/), found '{}'", ch));
+  // The op: the longest op name that prefixes the own name followed by '_'.
   const OpSpec* op = nullptr;
   std::string ops;
   for (const OpSpec* o : all_ops()) {
     ops += (ops.empty() ? "" : ", ") + o->name;
-    if (name.rfind(o->name + "_", 0) == 0 && (!op || o->name.size() > op->name.size())) op = o;
+    if (own.rfind(o->name + "_", 0) == 0 && (!op || o->name.size() > op->name.size())) op = o;
   }
   if (!op)
     throw bad(fmt::format("the name must start with its op and '_', as in kda_exec_numpy_f32 (ops: {})", ops));
@@ -328,7 +335,7 @@ void register_exec(const std::string& spec) {
     throw bad(fmt::format("a candidate of that name is already registered (backend {})", other->info().backend));
 
   // Dtypes and algorithm from the rest of the name: [exec_]<algo>[_<dtype>].
-  std::string rest = name.substr(op->name.size() + 1);
+  std::string rest = own.substr(op->name.size() + 1);
   if (rest.rfind("exec_", 0) == 0) rest = rest.substr(5);
   DType dtype = DType::f32;
   size_t last = rest.rfind('_');
@@ -357,7 +364,11 @@ std::vector<std::string> outside_args_of(const std::vector<std::string>& args, c
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     if (i + 1 < args.size() && args[i] == "--plugin") {
-      if (!plugin.empty() && same_plugin_file(args[i + 1], plugin)) out.insert(out.end(), {args[i], args[i + 1]});
+      // The spec that registered `candidate`: its file, and the prefix its name carries.
+      const PluginSpec spec = parse_plugin_spec(args[i + 1]);
+      if (!plugin.empty() && same_plugin_file(spec.path, plugin) &&
+          candidate.rfind(prefixed_name(spec.prefix, ""), 0) == 0 && (!spec.prefix.empty() || candidate.find('/') == std::string::npos))
+        out.insert(out.end(), {args[i], args[i + 1]});
       ++i;
     } else if (i + 1 < args.size() && args[i] == "--exec") {
       const std::string& spec = args[i + 1];

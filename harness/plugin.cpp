@@ -36,10 +36,12 @@ struct Plugin {
   std::string path;     // canonical
   dg_run_fn run = nullptr;
   std::mutex mutex;     // the ABI promises that driftgate_run is never called concurrently
-  std::vector<CandidateInfo> infos;   // what it listed, as registered
+  std::vector<CandidateInfo> infos;   // what it listed (its own names)
+  std::set<std::string> prefixes;     // under which its candidates are registered ("" for none)
 };
 
-// Plugins listed in a worker (their canonical paths), and the proxies registered for them.
+// Plugins listed in a worker (their specs, "PREFIX=canonical path" or the canonical path), and the
+// proxies registered for them.
 std::vector<std::string>& listed_plugins() {
   static std::vector<std::string> v;
   return v;
@@ -232,7 +234,8 @@ struct RawEntry {
 
 // Checks one entry (both in the listing worker and in the parent) and returns its CandidateInfo;
 // throws std::runtime_error with the problem.
-CandidateInfo check_entry(const RawEntry& e, int32_t i, const std::string& file, std::set<std::string>& names) {
+CandidateInfo check_entry(const RawEntry& e, int32_t i, const std::string& file, std::set<std::string>& names,
+                          const std::string& prefix = "") {
   if (!valid_name(e.name) || e.name.size() > kMaxPluginNameChars)
     throw std::runtime_error(fmt::format("candidate {} has the name '{}'; names are letters, digits, '_', '-' and '.' "
                                          "(<op>_plugin_<algo>_<dtype>), at most {} characters",
@@ -250,14 +253,22 @@ CandidateInfo check_entry(const RawEntry& e, int32_t i, const std::string& file,
   if (!e.algorithm.empty() && (!valid_name(e.algorithm) || e.algorithm.size() > kMaxPluginNameChars))
     throw std::runtime_error(fmt::format("candidate '{}' has the algorithm '{}'; letters, digits, '_', '-' and '.'",
                                          e.name, e.algorithm.substr(0, 80)));
-  if (const Candidate* other = find_candidate(e.name))
-    throw std::runtime_error(fmt::format("candidate '{}' is already registered (backend {})", e.name, other->info().backend));
+  const std::string registered = prefixed_name(prefix, e.name);
+  if (const Candidate* other = find_candidate(registered))
+    throw std::runtime_error(fmt::format("candidate '{}' is already registered (backend {}){}", registered, other->info().backend,
+                                         other->info().backend == "plugin"
+                                             ? "; two builds of one plugin load under prefixes: --plugin main=A.so --plugin branch=B.so"
+                                             : ""));
   if (!names.insert(e.name).second) throw std::runtime_error(fmt::format("candidate '{}' is listed twice", e.name));
   std::string doc = e.doc.substr(0, kMaxPluginDocChars);
   for (char& ch : doc)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
-  return CandidateInfo{e.name, e.op, "plugin", e.algorithm, *e.input, *e.state, *e.output,
+  return CandidateInfo{registered, e.op, "plugin", e.algorithm, *e.input, *e.state, *e.output,
                        fmt::format("{}{}[{}]", doc, doc.empty() ? "" : " ", file)};
+}
+
+std::string spec_text(const PluginSpec& s, const std::string& canon) {
+  return s.prefix.empty() ? canon : s.prefix + "=" + canon;
 }
 
 void check_path(const std::string& path) {
@@ -279,6 +290,8 @@ Plugin* find_loaded(const std::string& canon) {
   return nullptr;
 }
 
+Plugin* open_plugin(const std::string& path, const std::string& canon);
+
 }  // namespace
 
 bool is_plugin_proxy(const Candidate& c) { return proxy_names().count(c.name()) > 0; }
@@ -290,10 +303,31 @@ std::string plugin_path_of(const std::string& candidate) {
 
 bool same_plugin_file(const std::string& a, const std::string& b) { return canonical_of(a) == canonical_of(b); }
 
-void load_plugin(const std::string& path) {
+void load_plugin(const std::string& spec_arg) {
+  const PluginSpec spec = parse_plugin_spec(spec_arg);
+  const std::string& path = spec.path;
   check_path(path);
   const std::string canon = canonical_of(path);
-  if (find_loaded(canon)) return;
+  Plugin* loaded = find_loaded(canon);
+  if (!loaded) loaded = open_plugin(path, canon);
+  if (!loaded->prefixes.insert(spec.prefix).second) return;
+  // Under a prefix, a name may clash with nothing already registered either.
+  std::set<std::string> names;
+  for (const CandidateInfo& info : loaded->infos)
+    if (const Candidate* other = find_candidate(prefixed_name(spec.prefix, info.name)))
+      throw InputError(fmt::format("plugin '{}': candidate '{}' is already registered (backend {})", spec_arg,
+                                   other->name(), other->info().backend));
+  for (const CandidateInfo& listed : loaded->infos) {
+    CandidateInfo info = listed;
+    info.name = prefixed_name(spec.prefix, listed.name);
+    register_candidate(std::move(info), plugin_run(loaded, listed.name));
+  }
+}
+
+namespace {
+
+// dlopens the plugin, checks its ABI and list, and keeps it (its candidates not yet registered).
+Plugin* open_plugin(const std::string& path, const std::string& canon) {
 
   void* handle = dlopen(canon.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -360,15 +394,15 @@ void load_plugin(const std::string& path) {
   plugin->path = canon;
   plugin->run = run_fn;
   plugin->infos = infos;
-  for (CandidateInfo& info : infos) {
-    std::string name = info.name;
-    register_candidate(std::move(info), plugin_run(plugin.get(), name));
-  }
   plugins().push_back(std::move(plugin));
+  return plugins().back().get();
 }
+
+}  // namespace
 
 int plugin_list_main(const std::string& path, const std::string& report) {
   exit_with_parent();
+  if (!parse_plugin_spec(path).prefix.empty()) throw InputError("plugin-list: --library takes a path, not a prefix");
   load_plugin(path);
   const Plugin* p = find_loaded(canonical_of(path));
   if (!p) throw std::logic_error("plugin-list: the plugin did not register");
@@ -380,16 +414,18 @@ int plugin_list_main(const std::string& path, const std::string& report) {
   return 0;
 }
 
-void list_plugin_in_worker(const std::string& path) {
+void list_plugin_in_worker(const std::string& spec_arg) {
+  const PluginSpec spec = parse_plugin_spec(spec_arg);
+  const std::string& path = spec.path;
   check_path(path);
   const std::string canon = canonical_of(path);
   for (const std::string& l : listed_plugins())
-    if (l == canon) return;
+    if (l == spec_text(spec, canon)) return;
   WorkerLimits lim;
   lim.wall_seconds = 60;
   lim.memory_bytes = int64_t{4} << 30;
   std::string report;
-  WorkerResult w = run_worker_args({"plugin-list", "--library", path}, lim, {}, &report);
+  WorkerResult w = run_worker_args({"plugin-list", "--library", canon}, lim, {}, &report);
   if (w.status != WorkerStatus::ok) {
     // The worker's own refusal (exit 2) carries load_plugin's message: pass it on as it is.
     const std::string tail = last_lines(w.stderr_tail, 600);
@@ -433,10 +469,10 @@ void list_plugin_in_worker(const std::string& path) {
       r.output = parse_dtype(e.at("output_dtype").get<std::string>());
       r.dtype_text = fmt::format("input {}, state {}, output {}", e.at("input_dtype").dump(), e.at("state_dtype").dump(),
                                  e.at("output_dtype").dump());
-      infos.push_back(check_entry(r, i++, file, names));
+      infos.push_back(check_entry(r, i++, file, names, spec.prefix));
     }
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("plugin '{}': {}", path, e.what()));
+    throw InputError(fmt::format("plugin '{}': {}", spec_arg, e.what()));
   }
   for (CandidateInfo& info : infos) {
     const std::string name = info.name;
@@ -448,12 +484,13 @@ void list_plugin_in_worker(const std::string& path) {
                                          name, path));
     });
   }
-  listed_plugins().push_back(canon);
+  listed_plugins().push_back(spec_text(spec, canon));
 }
 
 std::vector<std::string> loaded_plugins() {
   std::vector<std::string> v = listed_plugins();
-  for (const auto& p : plugins()) v.push_back(p->path);
+  for (const auto& p : plugins())
+    for (const std::string& prefix : p->prefixes) v.push_back(spec_text({prefix, p->path}, p->path));
   return v;
 }
 

@@ -15,9 +15,11 @@
 // plugin and what happened.
 #pragma once
 
+#include <cctype>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/case.h"
@@ -25,19 +27,48 @@
 
 namespace dg {
 
-// Loads the plugin at `path` (dlopen RTLD_NOW | RTLD_LOCAL; never unloaded), checks its ABI
-// version and registers every candidate it lists. A candidate's run builds tensor descriptors over
-// the harness's tensors, calls driftgate_run and throws std::runtime_error with the plugin's
-// message when it fails. Throws InputError naming the plugin and the problem: no such file, not
-// loadable, a missing entry point, another ABI version, a bad candidate entry (unknown op or
-// dtype), or a name already registered. Loading the same file twice is a no-op.
-void load_plugin(const std::string& path);
+// A --plugin argument: "PATH", or "PREFIX=PATH" (PREFIX: letters, digits, '_', '-', '.'; at most
+// 64). Under a prefix every candidate the library lists is registered as PREFIX/NAME, so two builds
+// of one plugin (main's and a branch's, listing the same names) load side by side:
+// --plugin main=build-main/libk.so --plugin branch=build-branch/libk.so gives main/kda_plugin_x_f32
+// and branch/kda_plugin_x_f32. A PATH that itself holds '=' after such characters needs a
+// directory part first (./a=b.so). Throws InputError for "PREFIX=" with nothing after it.
+struct PluginSpec {
+  std::string prefix;   // "" for none
+  std::string path;
+};
+inline std::string prefixed_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+inline PluginSpec parse_plugin_spec(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) return {"", spec};
+  const std::string prefix = spec.substr(0, eq);
+  for (char ch : prefix)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) return {"", spec};
+  if (eq + 1 == spec.size()) throw InputError(fmt::format("--plugin '{}': no library after the prefix '{}='", spec, prefix));
+  if (prefix.size() > 64) throw InputError(fmt::format("--plugin '{}': the prefix is longer than 64 characters", spec));
+  return {prefix, spec.substr(eq + 1)};
+}
+
+
+// Loads the plugin of a spec (dlopen RTLD_NOW | RTLD_LOCAL; never unloaded), checks its ABI
+// version and registers every candidate it lists, under the spec's prefix. A candidate's run builds
+// tensor descriptors over the harness's tensors, calls driftgate_run with the plugin's own name
+// for it and throws std::runtime_error with the plugin's message when it fails. Throws InputError
+// naming the plugin and the problem: no such file, not loadable, a missing entry point, another ABI
+// version, a bad candidate entry (unknown op or dtype), or a name already registered. Loading the
+// same file under the same prefix twice is a no-op; two different files load as two libraries (two
+// builds of one plugin: each needs its own prefix, as their names are the same).
+void load_plugin(const std::string& spec);
 
 // The parent's way in (see the top): lists the plugin's candidates in a worker and registers
-// proxies for them. Throws InputError naming the plugin and the problem (everything load_plugin
-// refuses, plus: the listing worker crashed, hung or exited without a list). Listing the same file
-// twice is a no-op. Proxy candidates throw std::logic_error when run in this process.
-void list_plugin_in_worker(const std::string& path);
+// proxies for them, under the spec's prefix. Throws InputError naming the plugin and the problem
+// (everything load_plugin refuses, plus: the listing worker crashed, hung or exited without a
+// list). Listing the same spec twice is a no-op. Proxy candidates throw std::logic_error when run
+// in this process.
+void list_plugin_in_worker(const std::string& spec);
 
 // The worker side (`driftgate plugin-list --library PATH --report FILE`): loads the library in this
 // process, validates its list and writes {"path": canonical path, "candidates": [{name, op,
@@ -56,7 +87,8 @@ bool is_plugin_proxy(const Candidate& c);
 std::string plugin_path_of(const std::string& candidate);
 bool same_plugin_file(const std::string& a, const std::string& b);
 
-// The plugin files loaded or listed so far, in order (a worker process loads the same ones).
+// The plugin specs loaded or listed so far ("PREFIX=canonical path" or the canonical path), in
+// order (a worker process loads the same ones).
 std::vector<std::string> loaded_plugins();
 
 // A case as the ABI's params_json: {"case": str, "op": op, "params": {name: value, ...}} with

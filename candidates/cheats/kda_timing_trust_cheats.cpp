@@ -17,7 +17,8 @@
 //                            blocking of signals does nothing (rule signals)
 //   kda_cheat_burner_daemon  2x slower; leaves three daemons that spin on the timing worker's
 //                            core whenever its own call is not running (driftgate stops every
-//                            other process of the sandbox during timed calls: SLOWER)
+//                            other process of the sandbox at each timed call and keeps it
+//                            stopped: SLOWER, or rule base_alone)
 //   kda_cheat_unstoppable    2x slower; leaves a process that SIGSTOP cannot stop (a
 //                            vfork() parent whose child never calls exec): driftgate cannot hold the
 //                            timing sandbox still for a timed call (rule idle)

@@ -971,3 +971,59 @@ TEST(CliTimedFaults, BenchKeepsTheOtherCandidatesAndNamesTheFaultyOne) {
 
 }  // namespace
 }  // namespace dg
+
+namespace dg {
+namespace {
+
+// Branch against main in one run: two builds of one plugin (two files listing the same names) load
+// side by side under prefixes, are timed in one timing process (and the base alone in another),
+// and the verdict records each library's digest. Without prefixes the second is refused, naming
+// the fix; bad prefixes and exec names are exit 2.
+TEST(CliGate, BranchAgainstMainThroughPrefixedPlugins) {
+  const std::string dir = tmp("prefixed");
+  fs::create_directories(dir + "/main");
+  fs::create_directories(dir + "/branch");
+  const std::string a = dir + "/main/libk.so", b = dir + "/branch/libk.so";
+  fs::copy_file(DG_EXAMPLE_PLUGIN, a);
+  fs::copy_file(DG_EXAMPLE_PLUGIN, b);
+  const std::string plugins = " --plugin main=" + a + " --plugin branch=" + b;
+
+  Result r = run("list candidates" + plugins);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("main/kda_plugin_recurrent_f32"));
+  EXPECT_THAT(r.out, HasSubstr("branch/kda_plugin_recurrent_f32"));
+
+  const std::string out = tmp("prefixed_gate"), policy = tmp("prefixed.toml");
+  std::ofstream(policy) << "[throughput]\nmax_time_s = 2\n";
+  r = run("gate --threads 1 --policy " + policy + plugins +
+          " --base main/kda_plugin_recurrent_f32 --patch branch/kda_plugin_recurrent_f32 --case '" + kGateCase + "' --out " + out);
+  EXPECT_TRUE(r.rc == 0 || r.rc == 1) << r.out << r.err;   // one build against itself: MERGE, but timing may err
+  nlohmann::json j = verdict_of(out);
+  ASSERT_TRUE(j["rows"][0]["speed"].is_object()) << j.dump(1);
+  EXPECT_NE(j["rows"][0]["speed"]["verdict"], "FASTER");
+  const nlohmann::json& outside = j["digests"]["outside"];
+  ASSERT_EQ(outside.size(), 2u) << outside.dump();
+  const std::string da = outside.at("plugin:main=" + fs::canonical(a).string());
+  EXPECT_EQ(da.size(), 64u);
+  EXPECT_EQ(da, outside.at("plugin:branch=" + fs::canonical(b).string()));
+  EXPECT_THAT(j["rows"][0]["reproduce"].get<std::string>(), HasSubstr("--plugin 'main="));
+
+  r = run("list candidates --plugin " + a + " --plugin " + b);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("already registered (backend plugin); two builds of one plugin load under prefixes"));
+  r = run("list candidates --plugin main=");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("no library after the prefix 'main='"));
+
+  r = run("list candidates --exec 'main/kda_exec_none_f32=sh -c \"exit 95\" {in} {out}'");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("main/kda_exec_none_f32"));
+  for (const char* bad : {"/kda_exec_none_f32", "a/b/kda_exec_none_f32", "main/"}) {
+    r = run(std::string("list candidates --exec '") + bad + "=sh -c \"exit 95\" {in} {out}'");
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("at most one '/'")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace dg
