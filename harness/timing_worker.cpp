@@ -20,6 +20,7 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -120,6 +121,15 @@ class ChannelHook : public TimedCallHook {
     exchange('R', cand, 0, 'G');
   }
   void end(int cand, double self) override { exchange('D', cand, self, 'C'); }
+  // Whether the comparison is decided: driftgate answers from its own samples and clock.
+  bool ask_stop() {
+    WireMsg m;
+    m.tag = 'Q';
+    char answer = 0;
+    if (!write_all(out_, &m, sizeof m) || !read_all(in_, &answer, 1) || (answer != 'S' && answer != 'K'))
+      throw std::runtime_error("timing channel to driftgate closed or out of step");
+    return answer == 'S';
+  }
   void noop() {
     exchange('N', -1, 0, 'G');
     exchange('D', -1, 0, 'C');
@@ -328,6 +338,9 @@ class ChannelServer {
     alone_ = alone;
     other_ = other;
   }
+  // The comparison's stopping rule (two candidates): asked by the worker after each round, answered
+  // from driftgate's own samples and clock (see the top, "rule stop").
+  void set_stop_rule(const StopRule& rule) { rule_ = rule; }
   void start() {
     thread_ = std::thread([this] {
       serve();
@@ -354,6 +367,9 @@ class ChannelServer {
   int pending_cand = -1;         // a timed call that started and never ended
   int pending_index = 0;
   std::string idle_problem;      // a process of the sandbox that could not be stopped for a timed call
+  bool said_stop = false;        // driftgate answered "stop" to the worker's question (rule stop)
+  int asked = 0;                 // questions the worker asked
+  double timed_elapsed = 0;      // seconds from the first timed call's start to the last answer
   bool saw_children() const { return probe_.saw_children(); }
 
  private:
@@ -378,6 +394,10 @@ class ChannelServer {
       WireMsg m;
       if (!read_msg(m)) return;
       if (m.tag == 'E') return;
+      if (m.tag == 'Q') {
+        if (!answer_stop()) return;
+        continue;
+      }
       if (m.tag != 'R' && m.tag != 'N') {
         protocol_error = fmt::format("unexpected message '{}' before a call", m.tag);
         return;
@@ -424,6 +444,7 @@ class ChannelServer {
       }
       const double own0 = own_run_queue_wait();
       const auto t0 = Clock::now();
+      if (m.tag == 'R' && !first_timed_) first_timed_ = t0;
       if (!write_all(to_worker_[1], "G", 1)) return;
       WireMsg d;
       if (!read_msg(d)) return;
@@ -455,6 +476,30 @@ class ChannelServer {
       if (!write_all(to_worker_[1], "C", 1)) return;
     }
   }
+
+  // The worker's question after a round: "S" once driftgate's samples of the two candidates
+  // decide (speed_should_stop on its intervals, its clock since the first timed call) or the pairs
+  // reach kMaxTimedPairs; else "K". Without a rule (one candidate): "K".
+  bool answer_stop() {
+    ++asked;
+    char answer = 'K';
+    if (rule_ && first_timed_) {
+      std::vector<double> a, b;
+      for (const Sample& x : samples)
+        if (x.tag == 'R' && (x.cand == 0 || x.cand == 1)) (x.cand == 0 ? a : b).push_back(x.wall);
+      timed_elapsed = std::chrono::duration<double>(Clock::now() - *first_timed_).count();
+      const size_t pairs = std::min(a.size(), b.size());
+      if (pairs >= static_cast<size_t>(kMaxTimedPairs) ||
+          (pairs >= 1 && speed_should_stop(a, b, timed_elapsed, *rule_, looks_)))
+        answer = 'S';
+    }
+    said_stop = said_stop || answer == 'S';
+    return write_all(to_worker_[1], &answer, 1);
+  }
+
+  std::optional<StopRule> rule_;
+  int looks_ = 0;
+  std::optional<Clock::time_point> first_timed_;
 
   // What a timed call holds: the processes it stopped and the turn; given back on every way out.
   struct Hold {
@@ -605,6 +650,10 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   for (const std::string& c : req.candidates) lim.device = lim.device || is_device_candidate(c);
   std::string report;
   ChannelServer server;
+  const bool stop_rule = req.target_halfwidth > 0 && req.candidates.size() == 2;
+  if (stop_rule)
+    server.set_stop_rule(StopRule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
+                                  req.max_time_s, req.min_repetitions});
   WorkerChannels ch;
   ch.fds = server.worker_fds();
   ch.on_start = [&](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
@@ -712,6 +761,23 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                                    "them, so a signal handler may have run in any candidate's calls)",
                                    fmt::join(opened, ", "));
 
+  // Rule stop: the worker ends the comparison when driftgate says it is decided (or at
+  // kMaxTimedPairs); one that ended it sooner (code in it sent "end", or ran its own rule on a clock
+  // it patched) would leave a slower patch undecided, AMBIGUOUS, which does not reject.
+  std::string stop_rule_problem;
+  if (stop_rule && !server.said_stop) {
+    size_t n0 = 0, n1 = 0;
+    for (const Sample& s : server.samples)
+      if (s.tag == 'R' && s.cand == 0) ++n0;
+      else if (s.tag == 'R' && s.cand == 1) ++n1;
+    if (std::min(n0, n1) < static_cast<size_t>(kMaxTimedPairs))
+      stop_rule_problem = fmt::format(
+          "rule stop: the timing process ended the comparison after {} and {} timed calls ({} questions asked) "
+          "before driftgate's samples decided it or its budget of {} s was spent (driftgate decides when timing "
+          "stops; a candidate's code in that process ended it)",
+          n0, n1, server.asked, req.max_time_s);
+  }
+
   // Rule base_alone: the base's calls beside the patch against its calls alone.
   std::string alone_rule;
   RatioInterval alone_ratio;
@@ -783,6 +849,7 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                              server.saw_children(), observer);
     if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
     if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
+    if (!stop_rule_problem.empty()) b.invalid = stop_rule_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
     if (!server.idle_problem.empty()) {
       const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
                                            "stopped for a timed call ({})", server.idle_problem);
@@ -807,19 +874,26 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   BenchOptions bo;
   bo.max_time_s = req.max_time_s;
   bo.min_repetitions = req.min_repetitions;
-  if (req.target_halfwidth > 0 && cands.size() == 2) {
-    const StopRule rule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
-                        req.max_time_s, req.min_repetitions};
-    bo.max_repetitions = kMaxTimedPairs;   // the budget or the decision ends it (stats.h)
-    bo.stop = [rule, looks = 0](const std::vector<std::vector<double>>& s, double elapsed) mutable {
-      return speed_should_stop(s[0], s[1], elapsed, rule, looks);
-    };
-  }
   std::unique_ptr<ChannelHook> hook;
   if (req.channel) {
     hook = std::make_unique<ChannelHook>(3, 4);
     for (int i = 0; i < kNoopExchanges; ++i) hook->noop();
     bo.hook = hook.get();
+  }
+  if (req.target_halfwidth > 0 && cands.size() == 2) {
+    const StopRule rule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
+                        req.max_time_s, req.min_repetitions};
+    bo.max_repetitions = kMaxTimedPairs;   // the budget or the decision ends it (stats.h)
+    if (hook) {
+      // driftgate decides, on its own samples and clock (rule stop); this process's clock, which
+      // starts before the warm-up, only bounds a driftgate that stopped answering.
+      bo.max_time_s = 2 * req.max_time_s + 5;
+      bo.stop = [h = hook.get()](const std::vector<std::vector<double>>&, double) { return h->ask_stop(); };
+    } else {
+      bo.stop = [rule, looks = 0](const std::vector<std::vector<double>>& s, double elapsed) mutable {
+        return speed_should_stop(s[0], s[1], elapsed, rule, looks);
+      };
+    }
   }
   std::vector<BenchSamples> samples = time_candidates(cands, c, bo);
   if (hook) hook->close();

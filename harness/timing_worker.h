@@ -57,12 +57,23 @@
 //     samples INVALID, as whose call a handler ran in cannot be told.
 //   - hold: for every timed call driftgate stops (SIGSTOP) every other process of the worker's
 //     sandbox (harness/sandbox.h stop_sandbox_processes: the init's descendants but the worker
-//     itself, whatever groups and sessions they made) before it answers "go", and continues them
-//     after the call's "done": a process a candidate left running, or a plugin's child, cannot
-//     take a core or memory bandwidth from any candidate's call (a patch 2x slower whose three
-//     daemons spun on the worker's core outside its own calls read 1.18-1.24x FASTER, MERGE;
-//     0.50-0.65x SLOWER held). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
+//     itself, whatever groups and sessions they made) before it answers "go", and keeps them
+//     stopped until the worker ends: a process a candidate left running, or a plugin's child,
+//     cannot take a core or memory bandwidth from any candidate's call, nor from the untimed work
+//     between calls (a patch 2x slower whose three daemons spun on the worker's core outside its
+//     own calls read 1.18-1.24x FASTER, MERGE; continued between calls, under load they left it
+//     undecided, AMBIGUOUS; kept stopped, 0.50-0.65x SLOWER). A process that cannot be stopped within 200 ms voids every candidate's samples (rule
 //     idle). What a call starts itself (an exec program) runs.
+//   - rule stop: when the comparison ends is driftgate's decision too. After each round the worker
+//     asks ("Q"); driftgate answers "stop" once its own samples decide (stats.h speed_should_stop
+//     on its intervals, its clock since the first timed call, the policy's budget) or the pairs
+//     reach kMaxTimedPairs, else "keep going"; the worker's own budget is only a bound (twice the
+//     policy's plus 5 s). A worker that ends the timing before that answer voids every candidate's
+//     samples: a patch whose first 7 pairs cannot decide, and that moves its process's clock an
+//     hour ahead so that a budget kept there is spent at once, would otherwise end undecided,
+//     AMBIGUOUS, a MERGE (kda_cheat_early_stop). (With the worker deciding on its own clock, an
+//     honest comparison also ended on samples the outside clock did not find decided: 1 of 12
+//     gates of a 2x slower canary under load read AMBIGUOUS at 7 pairs.)
 //   - rule base_alone: a gate's base is also timed in a second worker of its own (`driftgate
 //     bench-worker` with the base alone, loading no other candidate's plugin or program), started
 //     beside the shared one and pinned to the same cores. The two take turns: one timed call at a

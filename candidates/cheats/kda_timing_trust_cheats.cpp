@@ -27,6 +27,13 @@
 //                            driftgate's registry, data of the process it shares with the base):
 //                            the base beside it runs slower than in a process of its own (rule
 //                            base_alone)
+//   kda_cheat_early_stop     runs the chunk kernel, then on 3 calls in 5 spins as long again:
+//                            1.8x slower than the recurrent base on most calls, faster on the rest,
+//                            so 7 pairs cannot decide; at its first call it moves its process's
+//                            CLOCK_MONOTONIC an hour ahead, so a budget measured in that process is
+//                            spent after the first round of 7 pairs: undecided, AMBIGUOUS (a MERGE),
+//                            had the timing process decided when to stop (driftgate decides: rule
+//                            stop)
 // The patches are in process_cheats.h (the cheating test plugin uses them too).
 #include <sched.h>
 #include <unistd.h>
@@ -111,6 +118,18 @@ void burner_daemon(const Case& c, const TensorMap& in, TensorMap& out) {
   });
 }
 
+// --- a budget spent at once -----------------------------------------------------------------------
+void early_stop(const Case& c, const TensorMap& in, TensorMap& out) {
+  if (const char* why = cheats::skip_clock_an_hour())
+    throw std::runtime_error(std::string("kda_cheat_early_stop: cannot patch the clock: ") + why);
+  static const Candidate* chunk = find_candidate("kda_cpu_chunk_f32");
+  if (!chunk) throw std::logic_error("kda_cheat_early_stop: kda_cpu_chunk_f32 is not registered");
+  static int calls = 0;
+  const int64_t t0 = cheats::real_monotonic_ns();
+  chunk->run(c, in, out);
+  if (calls++ % 5 < 3) spin_ns(cheats::real_monotonic_ns() - t0);
+}
+
 // --- a process driftgate cannot stop --------------------------------------------------------------
 // (2x slower, so that its speed is decided in the first round: the timing ends early.)
 void unstoppable(const Case& c, const TensorMap& in, TensorMap& out) {
@@ -150,6 +169,9 @@ DG_REGISTER_CANDIDATE(kda_cheat_unstoppable,
 DG_REGISTER_CANDIDATE(kda_cheat_patch_base,
                       cheat_info("kda_cheat_patch_base", "1.5x slower, rewrites the other candidates in its process to run 3x slower (rule base_alone)"),
                       patch_base);
+DG_REGISTER_CANDIDATE(kda_cheat_early_stop,
+                      cheat_info("kda_cheat_early_stop", "1.8x slower on 3 calls in 5, moves its process's clock an hour ahead so a budget timed there ends at once (rule stop)"),
+                      early_stop);
 DG_REGISTER_CANDIDATE(kda_cheat_burner_daemon,
                       cheat_info("kda_cheat_burner_daemon", "2x slower, leaves three daemons spinning on its core outside its own calls"),
                       burner_daemon);

@@ -252,6 +252,13 @@ TEST(TimingGate, BuiltInDaemonCannotSlowTheBase) {
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
 }
 
+// A patch that cannot be decided in 7 pairs and moves its process's clock an hour ahead: a budget
+// kept in the timing process is spent after the first round. driftgate decides when the timing
+// ends, on its own clock; a worker that ended it sooner breaks rule stop.
+TEST(TimingGate, EndingTheTimingEarlyBreaksRuleStop) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_early_stop"), "stop");
+}
+
 TEST(TimingGate, ExecDaemonCannotSlowTheBase) {
   const std::string py = python_with_numpy();
   if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)";
