@@ -1,3 +1,4 @@
+#include "harness/progress.h"
 #include "harness/cli_gate.h"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   opt.wall_seconds = g.timeout;
   opt.timeout_given = g.gate->count("--timeout") > 0;
   opt.threads = g.threads;
-  opt.progress = true;
+  opt.progress = progress_enabled();
   opt.worker_args = outside_candidate_args();
   if (g.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(g.threads)});
   nlohmann::json case_list = nlohmann::json::array();
@@ -198,7 +199,10 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   int failed = 0;
   std::cout << fmt::format("{:<26} {:>11} {:>23} {:>7} {:>8} {:>8} {:>7} {:>8}  {}\n", "candidate", "median", "95% interval",
                            "noise", "GB/s", "GFLOP/s", "% limit", "speedup", "precision");
-  for (const Case& c : cases) {
+  Progress progress(cases.size());
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    const Progress::Scope line(progress, ci, c.str());
     std::cout << c.str() << "\n";
     std::vector<const Candidate*> mine;
     for (const Candidate* k : cands)

@@ -1,4 +1,5 @@
 #include "harness/gate_run.h"
+#include "harness/progress.h"
 
 #include <algorithm>
 #include <chrono>
@@ -94,8 +95,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   // The plan is on disk before the first case runs: a gate killed now reads INCOMPLETE (0 of n). A
   // resumed gate leaves the file it resumes in place until it has a row more to write.
   if (opt.prior_rows.empty()) finish();
-  int measured = 0;
-  double measured_seconds = 0;
+  Progress progress(cases.size(), opt.progress);
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     auto prior = std::find_if(opt.prior_rows.begin(), opt.prior_rows.end(),
@@ -104,7 +104,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
       rep.rows.push_back(*prior);
       continue;
     }
-    if (opt.progress) std::cerr << fmt::format("[{}/{}] {} ...\n", i + 1, cases.size(), c.str()) << std::flush;
+    progress.begin(i, c.str());
     const double case_t0 = elapsed();
     GateRow row;
     row.case_str = c.str();
@@ -176,15 +176,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     row.seconds = elapsed() - case_t0;
     rep.rows.push_back(std::move(row));
     finish();
-    ++measured;
-    measured_seconds += rep.rows.back().seconds;
-    if (opt.progress) {
-      size_t left = cases.size() - i - 1;
-      std::cerr << fmt::format("[{}/{}] {} {} in {:.1f}s; elapsed {:.1f}s, ETA {:.0f}s\n", i + 1, cases.size(),
-                               verdict_name(rep.rows.back().verdict), c.str(), rep.rows.back().seconds, elapsed(),
-                               measured ? measured_seconds / measured * static_cast<double>(left) : 0.0)
-                << std::flush;
-    }
+    progress.end(i, c.str(), std::string(verdict_name(rep.rows.back().verdict)));
   }
   finish();
   return rep;

@@ -38,7 +38,7 @@ struct GateOptions {
   std::vector<GateRow> prior_rows;
   bool timeout_given = false;        // --timeout was on the command line (reproduce commands carry it)
   int threads = 0;                   // --threads (0: all cores)
-  bool progress = false;             // a line per case on stderr: case i/n, elapsed, ETA
+  bool progress = false;             // a line per case on stderr: case i/n, elapsed, ETA (harness/progress.h)
   // The resume key of this run (options, policy, tier, cases, binary and plugin digests), written
   // into verdict.json; a resumed gate checks it before reading the rows.
   nlohmann::json resume_key = nlohmann::json::object();

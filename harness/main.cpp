@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/progress.h"
 #include "harness/coverage.h"
 #include "harness/cli_gate.h"
 #include "harness/digest.h"
@@ -257,7 +258,7 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   };
 
   std::vector<Record> records;
-  auto t0 = std::chrono::steady_clock::now();
+  Progress progress(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     std::vector<const Candidate*> mine;
@@ -265,12 +266,14 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
       if (k->info().op == c.op() && (!cands.empty() || in_default_set(k->info())) && !done.count({c.str(), k->name()}))
         mine.push_back(k);
     if (mine.empty()) continue;
+    progress.begin(i, c.str());
     std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
     records.insert(records.end(), rows.begin(), rows.end());
     // Rows already measured are on disk before the next case starts.
     if (!a.json.empty()) write_json(records);
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (elapsed > 2.0) std::cerr << fmt::format("[{}/{}] {:.1f}s {}\n", i + 1, cases.size(), elapsed, c.str());
+    int bad = 0;
+    for (const Record& r : rows) bad += r.disposition != Disposition::PASSED && r.disposition != Disposition::SKIPPED;
+    progress.end(i, c.str(), bad ? fmt::format("{} of {} rows not PASSED", bad, rows.size()) : "PASSED");
   }
   std::cout << drift_table(records);
   int failed = 0, passed = 0;
@@ -443,6 +446,9 @@ int run_main(int argc, char** argv) {
   // Plugins and outside programs add candidates before any verb runs. Global options, also
   // accepted after the verb (every subcommand falls through to them); one value per occurrence.
   std::vector<std::string> plugin_paths, exec_args;
+  bool quiet = false, progress_on = false;
+  app.add_flag("--quiet", quiet, "no progress lines on stderr (default: printed when stderr is a terminal)");
+  app.add_flag("--progress", progress_on, "progress lines on stderr even when it is not a terminal");
   app.add_option("--plugin", plugin_paths, "load candidates from a shared library (driftgate/candidate_abi.h); repeatable")
       ->allow_extra_args(false);
   app.add_option("--exec", exec_args, "NAME='CMD {in} {out}': an outside program as candidate NAME; repeatable")
@@ -457,6 +463,8 @@ int run_main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   va.min_bits_given = verify->get_option("--min-bits")->count() > 0;
+  if (quiet && progress_on) throw InputError("--quiet and --progress contradict each other");
+  set_progress_mode(quiet ? ProgressMode::off : progress_on ? ProgressMode::on : ProgressMode::automatic);
   check_tmpdir();
   for (const char* var : {"DRIFTGATE_SANDBOX_DISABLE", "DRIFTGATE_DEVICE_SANDBOX_DISABLE"})
     if (const char* v = std::getenv(var)) {

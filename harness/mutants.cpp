@@ -1,4 +1,5 @@
 #include "harness/mutants.h"
+#include "harness/progress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,9 +136,10 @@ KillMatrix run_mutants(const Candidate& base, const std::vector<Case>& cases, co
                       honest ? "an honest candidate given with --equivalent" : v->info().doc, {}, {}});
   }
   const OpSpec* spec = find_op(op);
+  Progress progress(mine.size(), opt.progress);
   for (size_t ci = 0; ci < mine.size(); ++ci) {
     const Case& c = *mine[ci];
-    if (opt.progress) std::cerr << fmt::format("[{}/{}] {} ...\n", ci + 1, mine.size(), c.str()) << std::flush;
+    const Progress::Scope line(progress, ci, c.str());
     m.cases.push_back(c.str());
     m.case_cost.push_back(spec && spec->flops ? spec->flops(c) : 0.0);
     // Base, naive and every variant on the same inputs and reference, as the gate runs them.
@@ -359,7 +361,7 @@ int cmd_mutants(const MutantsArgs& a, const std::string& command_line) {
   opt.wall_seconds = a.timeout;
   opt.worker_args = a.worker_args;
   if (a.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(a.threads)});
-  opt.progress = true;
+  opt.progress = progress_enabled();
   opt.only = a.only;
   for (const std::string& e : a.equivalents) opt.equivalents.push_back(&require_candidate(e));
   if (is_variant(base.info()) || is_canary(base.info()))

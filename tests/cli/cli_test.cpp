@@ -688,7 +688,7 @@ TEST(CliVerdict, AKilledGateReadsIncompleteAndResumeCompletesIt) {
   EXPECT_THAT(xml, HasSubstr(run_id));
   const nlohmann::json first_checks = j["rows"][0]["checks"];
   // The resumed gate judges the rest and completes the verdict.
-  Result r = run(args + " --resume");
+  Result r = run(args + " --resume --progress");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("resuming: 1 cases already judged"));
   j = verdict_of(out);
@@ -1023,6 +1023,27 @@ TEST(CliGate, BranchAgainstMainThroughPrefixedPlugins) {
     EXPECT_EQ(r.rc, 2) << bad;
     EXPECT_THAT(r.err, HasSubstr("at most one '/'")) << bad;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Progress lines go to stderr only where asked: by default only to a terminal (these runs' stderr
+// is a pipe), with --progress always, with --quiet never; the two together are a usage error.
+TEST(Cli, ProgressLinesOnlyWhereAsked) {
+  const std::string cmd = "verify --candidate kda_cpu_chunk_f32 --case '" + kSmall + "'";
+  Result r = run(cmd);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("[1/1]")));
+  r = run(cmd + " --progress");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[1/1\\] kda\\(.* \\.\\.\\."));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("\\[1/1\\] PASSED kda\\(.* in [0-9.]+s; elapsed [0-9.]+s, ETA 0s"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("[1/1]")));   // never on stdout
+  r = run(cmd + " --quiet --progress");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("--quiet and --progress contradict each other"));
 }
 
 }  // namespace
