@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/run_report.h"
 #include "harness/progress.h"
 #include "harness/coverage.h"
 #include "harness/cli_gate.h"
@@ -290,6 +291,20 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   return failed ? 1 : 0;
 }
 
+// --- report ----------------------------------------------------------------------------------------
+// Every file is read and checked before anything is written.
+int cmd_report(const std::vector<std::string>& files, const std::string& out) {
+  check_output_dir("report --out", out, {"report.html", "report.md"});
+  std::vector<RunFile> runs;
+  for (const std::string& f : files) runs.push_back(read_run_file(f));
+  const RenderedReport r = render_report(runs);
+  std::filesystem::create_directories(out);
+  write_file_atomic(out + "/report.md", r.markdown);
+  write_file_atomic(out + "/report.html", r.html);
+  std::cout << fmt::format("wrote {0}/report.html and {0}/report.md from {1} run{2}\n", out, runs.size(), runs.size() == 1 ? "" : "s");
+  return 0;
+}
+
 // --- export / run -------------------------------------------------------------------------------
 int cmd_export(const std::string& case_str, const std::string& tier_s, const std::string& out, bool certify) {
   Case c = parse_case(case_str);
@@ -404,6 +419,14 @@ int run_main(int argc, char** argv) {
   mutants->add_option("--threads", ma.threads, "worker threads (default: all cores)");
   mutants->add_option("--timeout", ma.timeout, "wall-clock limit per candidate worker run, seconds")->capture_default_str();
 
+  // report: one page for people from the JSON of runs (harness/run_report.h).
+  std::vector<std::string> rp_files;
+  std::string rp_out;
+  CLI::App* report = app.add_subcommand("report", "an HTML and Markdown report (plots, tables, provenance) from verify, "
+                                                  "bench and gate JSON files");
+  report->add_option("files", rp_files, "verify --json, bench --json or gate verdict.json files")->required();
+  report->add_option("--out", rp_out, "the folder for report.html and report.md")->required();
+
   // worker: hidden; the parent side of candidate isolation (harness/worker.h) spawns it. Options it
   // does not know fall through to the top level (e.g. --plugin).
   WorkerArgs wk;
@@ -501,6 +524,7 @@ int run_main(int argc, char** argv) {
   if (*verify) return cmd_verify(va, cmd);
   if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
   if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
+  if (*report) return cmd_report(rp_files, rp_out);
   if (*mutants) {
     ma.worker_args = outside_candidate_args();
     return cmd_mutants(ma, cmd);

@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev libmpfr-dev libgmp-dev libboost-dev libboost-context-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
-  python3 python3-numpy python3-jsonschema
+  python3 python3-numpy python3-jsonschema python3-pil python3-scipy chromium libbenchmark-tools
   libssl-dev libxml2-utils
   clang libclang-rt-14-dev
 )

@@ -1,0 +1,111 @@
+// `driftgate report`: the HTML and Markdown report from gate, verify and bench JSON; rendered in
+// headless Chromium (where installed) and checked for what a person would see; bad input is exit 2
+// and writes nothing.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_driftgate.h"
+
+namespace dg {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::slurp;
+
+testing::CliResult run(const std::string& args) { return testing::run_driftgate(args); }
+
+std::string tmp(const std::string& name) {
+  std::string p = ::testing::TempDir() + "/dg_report_" + name;
+  fs::remove_all(p);
+  return p;
+}
+
+const std::string kCase = "kda(T=1024,H=2,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)";
+
+// One timed gate (two cases) and one verify run, made once for every test here.
+class Report : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gate_dir_ = tmp("gate");
+    verify_json_ = tmp("verify.json");
+    const std::string policy = tmp("fast.toml");
+    std::ofstream(policy) << "[throughput]\nmax_time_s = 1\n";
+    testing::CliResult g = run("gate --threads 1 --policy " + policy + " --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" +
+                               kCase + "' --case 'kda(T=256,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)' --claim 1.01 --out " +
+                               gate_dir_);
+    ASSERT_TRUE(g.rc == 0 || g.rc == 1) << g.out << g.err;
+    testing::CliResult v = run("verify --candidate kda_cpu_chunk_f32,kda_null_zeros_f32 --case '" + kCase + "' --json " + verify_json_);
+    ASSERT_EQ(v.rc, 1) << v.out << v.err;   // the null candidate fails
+  }
+  static std::string gate_dir_, verify_json_;
+};
+std::string Report::gate_dir_, Report::verify_json_;
+
+TEST_F(Report, WritesHtmlAndMarkdownWithEverySection) {
+  const std::string out = tmp("out");
+  testing::CliResult r = run("report " + gate_dir_ + "/verdict.json " + verify_json_ + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const std::string html = slurp(out + "/report.html"), md = slurp(out + "/report.md");
+  for (const char* id : {"summary", "speed", "drift", "precision", "provenance"})
+    EXPECT_THAT(html, HasSubstr(std::string("<section id=\"") + id + "\">"));
+  EXPECT_THAT(html, HasSubstr("class=\"plot line\""));
+  EXPECT_THAT(html, HasSubstr("class=\"plot forest\""));
+  EXPECT_THAT(html, HasSubstr("claim 1.01"));
+  // Self-contained: nothing fetched, nothing run.
+  for (const char* fetch : {"src=", "href=", "@import", "url(", "<script", "<link"}) EXPECT_THAT(html, ::testing::Not(HasSubstr(fetch)));
+  // The summary: the gate's verdict and its speed; the verify run's failure with its reason.
+  const nlohmann::json v = nlohmann::json::parse(slurp(gate_dir_ + "/verdict.json"));
+  EXPECT_THAT(md, HasSubstr("**" + v["verdict_text"].get<std::string>() + "**"));
+  EXPECT_THAT(md, HasSubstr("geometric mean speedup"));
+  EXPECT_THAT(md, HasSubstr("INCORRECT: `kda_null_zeros_f32`"));
+  // Drift curves of base, patch and naive, with their growth exponents.
+  EXPECT_THAT(md, ::testing::ContainsRegex("base kda_cpu_recurrent_f32 \\(growth -?[0-9.]+\\)"));
+  EXPECT_THAT(md, ::testing::ContainsRegex("patch kda_cpu_chunk_f32 \\(growth -?[0-9.]+\\)"));
+  // Provenance and the reproduce commands.
+  EXPECT_THAT(md, HasSubstr("| git_commit |"));
+  EXPECT_THAT(md, HasSubstr("| digest policy |"));
+  EXPECT_THAT(md, HasSubstr("driftgate gate --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" + kCase + "'"));
+  EXPECT_THAT(r.out, HasSubstr("wrote " + out + "/report.html"));
+}
+
+TEST_F(Report, RendersInHeadlessChromium) {
+  const std::string out = tmp("render");
+  ASSERT_EQ(run("report " + gate_dir_ + "/verdict.json --out " + out).rc, 0);
+  const std::string log = out + "/render.txt";
+  const int status = std::system(("/usr/bin/python3 " DG_SOURCE_DIR "/tests/cli/render_report.py " + out + "/report.html " + out +
+                                  "/shot.png > " + log + " 2>&1")
+                                     .c_str());
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rc == 77) GTEST_SKIP() << slurp(log);
+  EXPECT_EQ(rc, 0) << slurp(log);
+}
+
+TEST_F(Report, BadInputIsExitTwoAndWritesNothing) {
+  const std::string out = tmp("bad");
+  const std::string junk = tmp("junk.json"), other = tmp("other.json");
+  std::ofstream(junk) << "{ not json";
+  std::ofstream(other) << "{\"hello\": 1}";
+  testing::CliResult r = run("report " + junk + " --out " + out);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr(junk + " is not JSON"));
+  r = run("report " + gate_dir_ + "/verdict.json " + other + " --out " + out);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr(other + " is not the JSON of a driftgate verify"));
+  r = run("report " + tmp("missing.json") + " --out " + out);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_FALSE(fs::exists(out)) << "a refused report left files behind";
+  r = run("report " + gate_dir_ + "/verdict.json");
+  EXPECT_EQ(r.rc, 2);   // --out is required
+  std::ofstream(tmp("afile")) << "x";
+  r = run("report " + gate_dir_ + "/verdict.json --out " + ::testing::TempDir() + "/dg_report_afile");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace dg
