@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/run_driftgate.h"
@@ -105,6 +107,28 @@ TEST_F(Report, BadInputIsExitTwoAndWritesNothing) {
   std::ofstream(tmp("afile")) << "x";
   r = run("report " + gate_dir_ + "/verdict.json --out " + ::testing::TempDir() + "/dg_report_afile");
   EXPECT_EQ(r.rc, 2) << r.out << r.err;
+}
+
+// bench --json stays Google Benchmark's format: the real tools/compare.py (Debian's
+// libbenchmark-tools) reads two driftgate runs and compares them per benchmark, with its U test.
+TEST(Tools, GoogleBenchmarksCompareReadsBenchJson) {
+  const char* compare = "/usr/share/benchmark/compare.py";
+  if (!fs::exists(compare)) GTEST_SKIP() << compare << " is missing (scripts/setup.sh installs libbenchmark-tools)";
+  if (std::system("/usr/bin/python3 -c 'import scipy' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "compare.py needs scipy (scripts/setup.sh installs python3-scipy)";
+  const std::string a = tmp("bench_a.json"), b = tmp("bench_b.json");
+  for (const std::string& json : {a, b}) {
+    testing::CliResult r = run("bench --candidate kda_cpu_chunk_f32,kda_cpu_recurrent_f32 --case '" + kCase + "' --max-time 0.3 --json " + json);
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  }
+  const std::string log = tmp("compare.txt");
+  const int status = std::system(fmt::format("/usr/bin/python3 {} --no-color benchmarks {} {} > {} 2>&1", compare, a, b, log).c_str());
+  const std::string out = slurp(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_THAT(out, HasSubstr("kda_cpu_chunk_f32/" + kCase));
+  EXPECT_THAT(out, HasSubstr("kda_cpu_recurrent_f32/" + kCase));
+  EXPECT_THAT(out, HasSubstr("_pvalue"));
+  EXPECT_THAT(out, HasSubstr("OVERALL_GEOMEAN"));
 }
 
 }  // namespace
