@@ -91,6 +91,9 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
   // Memory and output targets: checked before anything is measured; --out stays locked for the run.
   check_cases_fit_memory(cases, "gate");
+  // Without --out the verdict's files go to a folder of their own under results/ (results/README.md).
+  const std::string run_id = new_run_id();
+  if (g.out.empty() && !g.resume) g.out = default_gate_dir(run_id);
   if (!g.out.empty()) check_output_dir("gate --out", g.out, {"verdict.json", "verdict.md", "junit.xml"});
   if (!g.save_failures.empty()) check_output_dir("gate --save-failures", g.save_failures);
   if (!g.out.empty()) lock_output("gate --out", g.out);
@@ -98,6 +101,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   opt.tier = resolve_tier(g.tier, g.suite);
   if (claimed) opt.claim = g.claim;
   opt.out_dir = g.out;
+  opt.run_id = run_id;
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
   opt.command = cmdline;

@@ -14,12 +14,21 @@
 #include "harness/report.h"
 
 namespace dg {
-namespace {
-
 std::string new_run_id() {
   std::random_device rd;
   return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
 }
+
+std::string default_gate_dir(const std::string& run_id) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+  return fmt::format("results/gate-{}-{}", buf, run_id.substr(0, 8));
+}
+
+namespace {
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
@@ -74,7 +83,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.suite = opt.suite;
   rep.claim = opt.claim;
   rep.timed = opt.time;
-  rep.run_id = new_run_id();
+  rep.run_id = opt.run_id.empty() ? new_run_id() : opt.run_id;
   rep.started_at = utc_now();
   rep.resume_key = opt.resume_key;
   for (const Case& c : cases) rep.planned.push_back(c.str());

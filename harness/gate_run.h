@@ -22,10 +22,17 @@
 
 namespace dg {
 
+// A fresh run id: 32 hexadecimal digits from std::random_device.
+std::string new_run_id();
+// The folder a gate without --out writes to: results/gate-<UTC yyyymmddThhmmss>-<first 8 digits of
+// the run id> (results/README.md).
+std::string default_gate_dir(const std::string& run_id);
+
 struct GateOptions {
   Tier tier = Tier::dd;
   std::optional<double> claim;
   std::string out_dir;               // empty: no files
+  std::string run_id;                // empty: a fresh one (new_run_id)
   std::string save_failures_dir;     // inputs, reference and outputs of every rejected case
   bool time = true;                  // measure throughput (false: precision only)
   std::string command;               // for the JSON context and reproduce lines

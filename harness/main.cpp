@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "datasets/suites.h"
+#include "harness/run_compare.h"
 #include "harness/run_report.h"
 #include "harness/progress.h"
 #include "harness/coverage.h"
@@ -305,6 +306,24 @@ int cmd_report(const std::vector<std::string>& files, const std::string& out) {
   return 0;
 }
 
+// --- compare ---------------------------------------------------------------------------------------
+int cmd_compare(const std::vector<std::string>& files, const std::string& out, const std::string& json_path) {
+  if (!out.empty()) check_output_dir("compare --out", out, {"compare.md", "compare.json", "report.html"});
+  if (!json_path.empty()) check_output_file("compare --json", json_path);
+  const RunFile a = read_run_file(files.at(0)), b = read_run_file(files.at(1));
+  const Comparison c = compare_runs(a, b);
+  std::cout << c.markdown;
+  const std::string text = c.json.dump(2) + "\n";
+  if (!out.empty()) {
+    std::filesystem::create_directories(out);
+    write_file_atomic(out + "/compare.md", c.markdown);
+    write_file_atomic(out + "/report.html", c.html);
+    write_file_atomic(out + "/compare.json", text);
+  }
+  if (!json_path.empty()) write_file_atomic(json_path, text);
+  return c.regressions > 0 ? 1 : 0;
+}
+
 // --- export / run -------------------------------------------------------------------------------
 int cmd_export(const std::string& case_str, const std::string& tier_s, const std::string& out, bool certify) {
   Case c = parse_case(case_str);
@@ -427,6 +446,17 @@ int run_main(int argc, char** argv) {
   report->add_option("files", rp_files, "verify --json, bench --json or gate verdict.json files")->required();
   report->add_option("--out", rp_out, "the folder for report.html and report.md")->required();
 
+  // compare: two runs of the same kind, row by row (harness/run_compare.h).
+  std::vector<std::string> cmp_files;
+  std::string cmp_out, cmp_json;
+  CLI::App* compare = app.add_subcommand("compare", "two runs of the same kind (two releases, two machines, before and "
+                                                    "after a patch), row by row: bits, speed with an interval, a verdict");
+  compare->add_option("files", cmp_files, "A.json B.json: verify --json, bench --json or gate verdict.json files")
+      ->required()
+      ->expected(2);
+  compare->add_option("--out", cmp_out, "also write compare.md, compare.json and report.html here");
+  compare->add_option("--json", cmp_json, "write the comparison as JSON");
+
   // worker: hidden; the parent side of candidate isolation (harness/worker.h) spawns it. Options it
   // does not know fall through to the top level (e.g. --plugin).
   WorkerArgs wk;
@@ -525,6 +555,7 @@ int run_main(int argc, char** argv) {
   if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
   if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
   if (*report) return cmd_report(rp_files, rp_out);
+  if (*compare) return cmd_compare(cmp_files, cmp_out, cmp_json);
   if (*mutants) {
     ma.worker_args = outside_candidate_args();
     return cmd_mutants(ma, cmd);

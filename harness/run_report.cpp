@@ -19,7 +19,11 @@ using json = nlohmann::json;
 
 // A number of a record: JSON numbers, or the strings "nan", "inf", "-inf" driftgate writes for
 // them; anything else is NaN.
-double num(const json& j, const char* key) {
+double num(const json& j, const char* key) { return json_number(j, key); }
+std::string str(const json& j, const char* key);
+}  // namespace
+
+double json_number(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return std::nan("");
   const json& v = j.at(key);
   if (v.is_number()) return v.get<double>();
@@ -29,6 +33,8 @@ double num(const json& j, const char* key) {
   }
   return std::nan("");
 }
+
+namespace {
 std::string str(const json& j, const char* key) {
   return j.is_object() && j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : std::string();
 }
@@ -203,24 +209,22 @@ std::string inline_html(const std::string& s) {
 
 // --- tables ---------------------------------------------------------------------------------------
 
-struct Table {
-  std::vector<std::string> head;
-  std::vector<std::vector<std::string>> rows;   // cells: plain text (`code` allowed)
-};
+}  // namespace
 
 std::string table_md(const Table& t) {
-  auto cell = [](std::string s) {
-    for (size_t at = 0; (at = s.find('|', at)) != std::string::npos; at += 2) s.replace(at, 1, "\\|");
-    return s;
+  auto cell = [](const std::string& s) {   // a '|' inside a cell is escaped
+    std::string o;
+    for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+    return o;
   };
   std::string s = "|";
-  for (const std::string& h : t.head) s += " " + cell(h) + " |";
+  for (const std::string& h : t.head) s.append(" ").append(cell(h)).append(" |");
   s += "\n|";
   for (size_t i = 0; i < t.head.size(); ++i) s += "---|";
   s += "\n";
   for (const auto& r : t.rows) {
     s += "|";
-    for (const std::string& c : r) s += " " + cell(c) + " |";
+    for (const std::string& c : r) s.append(" ").append(cell(c)).append(" |");
     s += "\n";
   }
   return s;
@@ -237,6 +241,8 @@ std::string table_html(const Table& t, const std::string& cls) {
   }
   return s + "</tbody></table>";
 }
+
+namespace {
 
 Table precision_table(const std::vector<CaseView>& cases) {
   Table t{{"case", "candidate", "output", "bits", "vs base", "ULP at rms", "ULP p99", "ULP max", "NaN/Inf mismatches", "disposition"}, {}};
@@ -374,6 +380,11 @@ svg .same{stroke:#444;stroke-width:1.2}svg .claim{stroke:#d62728;stroke-width:1.
 
 }  // namespace
 
+std::string html_page(const std::string& title, const std::string& body) {
+  return std::string("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>") + xml_escape(title) +
+         "</title><style>" + kCss + "</style></head><body>\n<h1>" + xml_escape(title) + "</h1>\n" + body + "</body></html>\n";
+}
+
 RunFile read_run_file(const std::string& path) {
   RunFile f;
   f.path = path;
@@ -401,8 +412,7 @@ RunFile read_run_file(const std::string& path) {
 RenderedReport render_report(const std::vector<RunFile>& runs) {
   std::vector<std::vector<CaseView>> cases;
   for (const RunFile& r : runs) cases.push_back(cases_of(r));
-  std::string html = std::string("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>driftgate report</title><style>") +
-                     kCss + "</style></head><body>\n<h1>driftgate report</h1>\n<p>From ";
+  std::string html = "<p>From ";
   std::string md = "# driftgate report\n\nFrom ";
   for (size_t i = 0; i < runs.size(); ++i) {
     html += (i ? ", " : "") + std::string("<code>") + xml_escape(runs[i].path) + "</code> (" + runs[i].kind + ")";
@@ -480,8 +490,8 @@ RenderedReport render_report(const std::vector<RunFile>& runs) {
       md += "```\n\n";
     }
   }
-  html += "</section>\n</body></html>\n";
-  return {html, md};
+  html += "</section>\n";
+  return {html_page("driftgate report", html), md};
 }
 
 }  // namespace dg

@@ -40,4 +40,16 @@ struct RenderedReport {
 };
 RenderedReport render_report(const std::vector<RunFile>& runs);
 
+// Pieces shared with `driftgate compare` (harness/run_compare.h).
+struct Table {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;   // cells: plain text; `code` and **bold** are rendered
+};
+std::string table_md(const Table& t);
+std::string table_html(const Table& t, const std::string& cls);
+// A whole page: <!DOCTYPE html>, the report's CSS, a <h1> title, then `body`.
+std::string html_page(const std::string& title, const std::string& body);
+// A record's number: JSON numbers, and the strings "inf", "-inf" (NaN for "nan" and anything else).
+double json_number(const nlohmann::json& j, const char* key);
+
 }  // namespace dg

@@ -131,5 +131,58 @@ TEST(Tools, GoogleBenchmarksCompareReadsBenchJson) {
   EXPECT_THAT(out, HasSubstr("OVERALL_GEOMEAN"));
 }
 
+// compare: the same gate twice is SAME everywhere (exit 0); a verify run whose row lost three bits
+// and turned INCORRECT is LOST PRECISION and BROKE (exit 1), with the change per output in JSON.
+TEST_F(Report, CompareTwoRunsRowByRow) {
+  const std::string out = tmp("compare");
+  testing::CliResult r = run("compare " + gate_dir_ + "/verdict.json " + gate_dir_ + "/verdict.json --out " + out);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(out + "/compare.json"));
+  ASSERT_EQ(j["rows"].size(), 2u) << j.dump(1);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["regressed"], false);
+    for (const auto& [name, o] : row["outputs"].items()) EXPECT_EQ(o["change"], 0.0) << name;
+    ASSERT_TRUE(row["speed"].is_object()) << row.dump();
+    EXPECT_NEAR(row["speed"]["change"].get<double>(), 1.0, 1e-12);
+    EXPECT_LT(row["speed"]["lo"].get<double>(), 1.0);
+    EXPECT_GT(row["speed"]["hi"].get<double>(), 1.0);
+  }
+  EXPECT_THAT(slurp(out + "/report.html"), HasSubstr("class=\"plot forest\""));
+  EXPECT_THAT(slurp(out + "/compare.md"), HasSubstr("| row | bits A | bits B |"));
+
+  nlohmann::json worse = nlohmann::json::parse(slurp(verify_json_));
+  for (auto& rec : worse["records"]) {
+    if (rec["candidate"] != "kda_cpu_chunk_f32") continue;
+    rec["disposition"] = "INCORRECT";
+    for (auto& [name, o] : rec["outputs"].items()) o["bits"] = o["bits"].get<double>() - 3;
+  }
+  const std::string b = tmp("worse.json");
+  std::ofstream(b) << worse.dump();
+  const std::string json = tmp("compare.json");
+  r = run("compare " + verify_json_ + " " + b + " --json " + json);
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("**BROKE, LOST PRECISION**"));
+  j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["regressions"], 1);
+  for (const auto& row : j["rows"]) {
+    if (row["candidate"] != "kda_cpu_chunk_f32") continue;
+    for (const auto& [name, o] : row["outputs"].items()) EXPECT_NEAR(o["change"].get<double>(), -3.0, 1e-9) << name;
+  }
+}
+
+TEST_F(Report, CompareRefusesRunsItCannotCompare) {
+  testing::CliResult r = run("compare " + gate_dir_ + "/verdict.json " + verify_json_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("compare two runs of the same kind"));
+  nlohmann::json other = nlohmann::json::parse(slurp(verify_json_));
+  for (auto& rec : other["records"]) rec["case"] = "kda(T=2,H=1,K=8,V=8,regime=kimi_linear,dtype=bf16,seed=0)";
+  const std::string b = tmp("other_cases.json");
+  std::ofstream(b) << other.dump();
+  r = run("compare " + verify_json_ + " " + b);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("have no row in common"));
+  EXPECT_EQ(run("compare " + verify_json_).rc, 2);
+}
+
 }  // namespace
 }  // namespace dg
