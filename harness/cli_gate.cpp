@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 #include <filesystem>
 #include <limits>
 #include <fstream>
@@ -30,7 +31,7 @@ namespace dg {
 struct GateCommands {
   // gate
   CLI::App* gate = nullptr;
-  std::string base, patch, suite, policy, out, tier, save_failures;
+  std::string base, baseline, patch, suite, policy, out, tier, save_failures;
   std::vector<std::string> cases;
   double claim = std::numeric_limits<double>::quiet_NaN();
   double timeout = 600;
@@ -68,6 +69,62 @@ nlohmann::json policy_json(const Policy& p) {
           {"not_supported", p.not_supported}};
 }
 
+// gate --baseline: the stored verdict's rows, checked for integrity (its rows digest) and for the
+// same reference tier, policy and case list as this run; the patch's record of each case.
+std::map<std::string, Record> read_baseline(const std::string& path, const std::vector<Case>& cases, Tier tier,
+                                            const Policy& policy) {
+  const std::string text = read_regular_file("gate --baseline", path, size_t{1} << 30);
+  nlohmann::json head;
+  std::vector<GateRow> rows;
+  try {
+    head = parse_json_bounded(text);
+    rows = gate_rows_from_json(text);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("gate --baseline: {} is not a driftgate verdict whose rows can be read ({})", path, e.what()));
+  }
+  nlohmann::json case_list = nlohmann::json::array();
+  for (const Case& c : cases) case_list.push_back(c.str());
+  const nlohmann::json key = head.value("resume_key", nlohmann::json());
+  for (const auto& [k, what, now] : {std::tuple<const char*, const char*, nlohmann::json>{"tier", "reference tier", tier_name(tier)},
+                                     {"policy", "policy", policy_json(policy)},
+                                     {"cases", "case list", case_list}}) {
+    if (!key.is_object() || !key.contains(k))
+      throw InputError(fmt::format("gate --baseline: {} does not record its {}", path, what));
+    if (key.at(k) != now)
+      throw InputError(fmt::format("gate --baseline: {} was measured under another {} ({}); a baseline is judged only under "
+                                   "the same reference tier, policy and cases",
+                                   path, what, k == std::string("tier") ? "it was " + key.at(k).dump() + ", this run " + now.dump() : "it differs"));
+  }
+  std::map<std::string, Record> out;
+  for (const GateRow& r : rows) out[r.case_str] = r.patch;
+  for (const Case& c : cases)
+    if (!out.count(c.str())) throw InputError(fmt::format("gate --baseline: {} has no row of case {} (an incomplete gate)", path, c.str()));
+  return out;
+}
+
+// The base of a gate against stored rows: registered under "baseline/<the stored patch>", with the
+// patch's op and formats; it never runs.
+const Candidate& baseline_stand_in(const std::string& path, const Candidate& patch) {
+  std::string stored;
+  try {
+    stored = parse_json_bounded(read_regular_file("gate --baseline", path, size_t{1} << 30)).value("patch", "");
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("gate --baseline: {} is not JSON ({})", path, e.what()));
+  }
+  if (stored.empty()) throw InputError(fmt::format("gate --baseline: {} names no patch (not a gate's verdict.json)", path));
+  const std::string name = "baseline/" + stored;
+  if (const Candidate* c = find_candidate(name)) return *c;
+  CandidateInfo info = patch.info();
+  info.name = name;
+  info.backend = "baseline";
+  info.algorithm = "baseline";
+  info.doc = fmt::format("{}'s stored rows in {}", stored, path);
+  register_candidate(info, [name](const Case&, const TensorMap&, TensorMap&) {
+    throw std::logic_error(name + " is a stored baseline and does not run");
+  });
+  return *find_candidate(name);
+}
+
 int cmd_gate(GateCommands& g, const std::string& cmdline) {
   // Usage first: nothing is measured or written before every option is known to be sound.
   const bool claimed = g.gate->count("--claim") > 0;
@@ -79,7 +136,11 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     throw InputError(fmt::format("gate: --timeout must be a finite number of seconds > 0, got {}", g.timeout));
   check_option_range("gate --threads", g.threads, 0, 4096);
   set_num_threads(g.threads);
-  const Candidate& base = require_candidate(g.base);
+  if (g.base.empty() == g.baseline.empty())
+    throw InputError("gate: give the base either as a candidate (--base NAME) or as stored rows (--baseline verdict.json), one of them");
+  if (!g.baseline.empty() && claimed) throw InputError("gate: --claim needs timing, and a --baseline's kernel does not run");
+  if (!g.baseline.empty() && g.resume) throw InputError("gate: --resume does not take --baseline; run the baseline gate again");
+  const Candidate& base = g.baseline.empty() ? require_candidate(g.base) : baseline_stand_in(g.baseline, require_candidate(g.patch));
   const Candidate& patch = require_candidate(g.patch);
   if (base.info().op != patch.info().op)
     throw InputError(fmt::format("base {} implements {}, patch {} implements {}", base.name(), base.info().op,
@@ -102,6 +163,11 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   if (claimed) opt.claim = g.claim;
   opt.out_dir = g.out;
   opt.run_id = run_id;
+  if (!g.baseline.empty()) {
+    opt.time = false;
+    opt.baseline_path = g.baseline;
+    opt.baseline = read_baseline(g.baseline, cases, opt.tier, policy);
+  }
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
   opt.command = cmdline;
@@ -479,7 +545,10 @@ int cmd_machine(GateCommands& g) {
 std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   auto g = std::make_shared<GateCommands>();
   g->gate = app.add_subcommand("gate", "MERGE or REJECT a patch against a base: precision, drift and throughput");
-  g->gate->add_option("--base", g->base, "the candidate now in use")->required();
+  g->gate->add_option("--base", g->base, "the candidate now in use (or --baseline)");
+  g->gate->add_option("--baseline", g->baseline,
+                      "a stored verdict.json whose patch rows are the base (a previous release that cannot run any more); "
+                      "same reference tier, policy and cases; precision only");
   g->gate->add_option("--patch", g->patch, "the candidate proposed")->required();
   g->gate->add_option("--suite", g->suite, "a named suite (kda-gate, kda-gate-quick, ...)");
   g->gate->add_option("--case", g->cases, "a case string (repeatable)");

@@ -61,8 +61,10 @@ double timing_wall_seconds(const Policy& policy, const Record& base, const Recor
 
 std::string gate_reproduce(const std::string& base, const std::string& patch, const Case& c, const Policy& policy,
                            const GateOptions& opt) {
-  std::string s = fmt::format("driftgate gate --base {} --patch {} --case {} --ref-tier {}", base, patch, quoted(c.str()),
-                              tier_name(opt.tier));
+  std::string s = fmt::format("driftgate gate {} --patch {} --case {} --ref-tier {}",
+                              opt.baseline_path.empty() ? "--base " + base
+                                                        : "--baseline " + quoted(std::filesystem::absolute(opt.baseline_path).string()),
+                              patch, quoted(c.str()), tier_name(opt.tier));
   if (policy.source != "default") s += " --policy " + quoted(std::filesystem::absolute(policy.source).string());
   if (opt.claim) s += fmt::format(" --claim {}", *opt.claim);
   if (!opt.time) s += " --no-time";
@@ -118,7 +120,16 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     GateRow row;
     row.case_str = c.str();
     row.reproduce = gate_reproduce(base.name(), patch.name(), c, policy, opt);
+    // With a baseline, the base's record is the stored one and only the patch (and the naive) run.
+    const Record* stored = nullptr;
+    if (!opt.baseline_path.empty()) {
+      const auto it = opt.baseline.find(c.str());
+      if (it == opt.baseline.end())
+        throw InputError(fmt::format("gate --baseline {}: no stored row of case {}", opt.baseline_path, c.str()));
+      stored = &it->second;
+    }
     std::vector<const Candidate*> cands = {&base, &patch};
+    if (stored) cands = {&patch};
     std::string naive_name = policy.naive_for(c.op(), base.info().output_dtype);
     const Candidate* naive = naive_name.empty() ? nullptr : find_candidate(naive_name);
     if (!naive_name.empty() && !naive)
@@ -127,20 +138,21 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
     VerifyOptions vo = gate_verify_options(opt.tier, policy, opt.isolate, opt.worker_args, opt.wall_seconds, opt.memory_bytes);
     vo.save_failures_dir = opt.save_failures_dir;
     std::vector<Record> recs = verify_case(c, cands, vo);
-    row.base = recs[0];
-    row.patch = recs[1];
+    size_t next = 0;
+    row.base = stored ? *stored : recs[next++];
+    row.patch = recs[next++];
     const Record* naive_rec = nullptr;
     if (naive == &base) naive_rec = &row.base;
     else if (naive == &patch) naive_rec = &row.patch;
     else if (naive) {
-      row.naive = recs[2];
+      row.naive = recs[next];
       naive_rec = &*row.naive;
     }
     row.checks = precision_checks(row.base, row.patch, naive_rec, policy);
     bool precise = std::all_of(row.checks.begin(), row.checks.end(),
                                [](const Check& k) { return k.passed && k.outcome == CheckOutcome::judged; });
     // No speed is measured, let alone shown, for a patch that failed precision.
-    if (precise && opt.time && opt.time_case) {
+    if (precise && opt.time && opt.time_case && !stored) {
       const double wall = timing_wall_seconds(policy, row.base, row.patch);
       try {
         row.speed = opt.time_case(base, patch, c, policy, wall);
@@ -168,7 +180,8 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
       }
     } else {
       row.checks.push_back({"throughput", true,
-                            !opt.time ? "not timed (--no-time): precision only"
+                            stored ? "not timed: the base is a stored baseline row (--baseline), its kernel does not run"
+                            : !opt.time ? "not timed (--no-time): precision only"
                                       : "not timed: the case did not pass precision",
                             CheckOutcome::skipped});
     }

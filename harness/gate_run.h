@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ struct GateOptions {
   std::vector<std::string> worker_args;   // forwarded to workers (--plugin, --exec, --threads)
   // Rows of an interrupted gate of the same base and patch (--resume): their cases are not run again.
   std::vector<GateRow> prior_rows;
+  // gate --baseline FILE: the base's record of each case comes from a stored verdict (its patch's
+  // rows: a previous release whose kernel cannot be loaded any more) instead of a run; the base
+  // candidate passed to run_gate is a stand-in that never runs, and nothing is timed.
+  std::map<std::string, Record> baseline;
+  std::string baseline_path;
   bool timeout_given = false;        // --timeout was on the command line (reproduce commands carry it)
   int threads = 0;                   // --threads (0: all cores)
   bool progress = false;             // a line per case on stderr: case i/n, elapsed, ETA (harness/progress.h)

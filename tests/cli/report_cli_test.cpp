@@ -36,7 +36,8 @@ class Report : public ::testing::Test {
   static void SetUpTestSuite() {
     gate_dir_ = tmp("gate");
     verify_json_ = tmp("verify.json");
-    const std::string policy = tmp("fast.toml");
+    policy_ = tmp("fast.toml");
+    const std::string& policy = policy_;
     std::ofstream(policy) << "[throughput]\nmax_time_s = 1\n";
     testing::CliResult g = run("gate --threads 1 --policy " + policy + " --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" +
                                kCase + "' --case 'kda(T=256,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)' --claim 1.01 --out " +
@@ -45,9 +46,9 @@ class Report : public ::testing::Test {
     testing::CliResult v = run("verify --candidate kda_cpu_chunk_f32,kda_null_zeros_f32 --case '" + kCase + "' --json " + verify_json_);
     ASSERT_EQ(v.rc, 1) << v.out << v.err;   // the null candidate fails
   }
-  static std::string gate_dir_, verify_json_;
+  static std::string gate_dir_, verify_json_, policy_;
 };
-std::string Report::gate_dir_, Report::verify_json_;
+std::string Report::gate_dir_, Report::verify_json_, Report::policy_;
 
 TEST_F(Report, WritesHtmlAndMarkdownWithEverySection) {
   const std::string out = tmp("out");
@@ -182,6 +183,51 @@ TEST_F(Report, CompareRefusesRunsItCannotCompare) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("have no row in common"));
   EXPECT_EQ(run("compare " + verify_json_).rc, 2);
+}
+
+// gate --baseline: the stored gate's patch rows are the base. The same kernel against them MERGEs;
+// a null kernel is rejected; a baseline of another policy, tier or case list, an edited one, or
+// one given with --base or --claim is exit 2.
+TEST_F(Report, GateAgainstAStoredBaseline) {
+  const std::string cases = " --case '" + kCase + "' --case 'kda(T=256,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)'";
+  const std::string baseline = " --baseline " + gate_dir_ + "/verdict.json";
+  const std::string out = tmp("baseline_gate");
+  testing::CliResult r = run("gate" + baseline + " --patch kda_cpu_chunk_f32 --policy " + policy_ + cases + " --out " + out);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  const nlohmann::json v = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  EXPECT_EQ(v["base"], "baseline/kda_cpu_chunk_f32");
+  EXPECT_EQ(v["verdict"], "MERGE");
+  for (const auto& row : v["rows"]) {
+    EXPECT_TRUE(row["speed"].is_null());
+    bool said = false;
+    for (const auto& c : row["checks"]) said = said || c["detail"].get<std::string>().find("stored baseline") != std::string::npos;
+    EXPECT_TRUE(said) << row.dump();
+    EXPECT_THAT(row["reproduce"].get<std::string>(), HasSubstr("--baseline '"));
+  }
+  r = run("gate" + baseline + " --patch kda_null_noise_f32 --policy " + policy_ + cases + " --out " + tmp("baseline_null"));
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+
+  r = run("gate" + baseline + " --patch kda_cpu_chunk_f32" + cases);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("was measured under another policy"));
+  r = run("gate" + baseline + " --patch kda_cpu_chunk_f32 --policy " + policy_ + " --case '" + kCase + "'");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("another case list"));
+  r = run("gate" + baseline + " --patch kda_cpu_chunk_f32 --policy " + policy_ + cases + " --ref-tier f64");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("another reference tier (it was \"dd\", this run \"f64\")"));
+  r = run("gate" + baseline + " --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --policy " + policy_ + cases);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("one of them"));
+  r = run("gate" + baseline + " --patch kda_cpu_chunk_f32 --claim 1.1 --policy " + policy_ + cases);
+  EXPECT_EQ(r.rc, 2);
+  nlohmann::json edited = nlohmann::json::parse(slurp(gate_dir_ + "/verdict.json"));
+  edited["rows"][0]["patch"]["outputs"]["o"]["bits"] = 30.0;   // a better release than it was
+  const std::string forged = tmp("forged.json");
+  std::ofstream(forged) << edited.dump();
+  r = run("gate --baseline " + forged + " --patch kda_cpu_chunk_f32 --policy " + policy_ + cases);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("rows_digest"));
 }
 
 }  // namespace
