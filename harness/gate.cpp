@@ -28,19 +28,6 @@ double floor_of(const std::string& which, const TensorMetrics& ref_scale, DType 
   return floor_ulps * ulp(format, ref_scale.ref_max_abs);
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
 
 }  // namespace
 

@@ -30,4 +30,7 @@ std::string drift_table(const std::vector<Record>& records);
 // not a regular file; the temporary file is removed on every failure.
 void write_file_atomic(const std::string& path, const std::string& text);
 
+// Text escaped for XML and HTML (&, <, >, ", '): junit.xml, the report's HTML and SVG.
+std::string xml_escape(const std::string& s);
+
 }  // namespace dg

@@ -8,6 +8,7 @@
 
 #include "harness/case.h"
 #include "harness/policy.h"
+#include "harness/report.h"
 #include "harness/stats.h"
 #include "harness/svg_plot.h"
 
@@ -33,6 +34,16 @@ struct Side {
   std::optional<RatioInterval> speedup;         // gate: the patch over its base
 };
 
+// A verify record or a bench row: keyed by candidate and case.
+Side candidate_side(const json& r, const char* outcome_key) {
+  Side s;
+  s.case_str = str(r, "case");
+  s.candidate = str(r, "candidate");
+  s.key = s.candidate + " on " + s.case_str;
+  s.outcome = str(r, outcome_key);
+  return s;
+}
+
 std::map<std::string, Side> sides_of(const RunFile& run) {
   std::map<std::string, Side> m;
   if (run.kind == "gate") {
@@ -53,21 +64,13 @@ std::map<std::string, Side> sides_of(const RunFile& run) {
     }
   } else if (run.kind == "verify") {
     for (const json& r : run.j.at("records")) {
-      Side s;
-      s.case_str = str(r, "case");
-      s.candidate = str(r, "candidate");
-      s.key = s.candidate + " on " + s.case_str;
-      s.outcome = str(r, "disposition");
+      Side s = candidate_side(r, "disposition");
       s.record = &r;
       m[s.key] = std::move(s);
     }
   } else {
     for (const json& r : run.j.at("driftgate_rows")) {
-      Side s;
-      s.case_str = str(r, "case");
-      s.candidate = str(r, "candidate");
-      s.key = s.candidate + " on " + s.case_str;
-      s.outcome = str(r, "flag");
+      Side s = candidate_side(r, "flag");
       m[s.key] = std::move(s);
     }
     // Google Benchmark's iteration entries hold every timed call: name "candidate/case".

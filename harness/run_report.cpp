@@ -10,6 +10,7 @@
 #include "harness/case.h"
 #include "harness/json_limits.h"
 #include "harness/output_path.h"
+#include "harness/report.h"
 #include "harness/svg_plot.h"
 
 namespace dg {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/report.h"
+
 namespace dg {
 namespace {
 
@@ -89,22 +91,6 @@ std::string open_svg(int width, int height, const std::string& title, const std:
 }
 
 }  // namespace
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 std::vector<double> axis_ticks(double lo, double hi, bool log) {
   if (!(hi > lo)) return {lo};

@@ -16,8 +16,7 @@
 
 namespace dg {
 
-// Text escaped for XML (&, <, >, ", ').
-std::string xml_escape(const std::string& s);
+// (xml_escape, which every text here goes through, is in harness/report.h.)
 
 struct Series {
   std::string name;

@@ -1,6 +1,8 @@
 // The report's SVG writer: escaping, ticks people can read, data mapped onto the plot's frame.
 #include "harness/svg_plot.h"
 
+#include "harness/report.h"
+
 #include <regex>
 
 #include <gmock/gmock.h>
