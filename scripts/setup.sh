@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of driftgate from Debian packages.
-# Idempotent: packages already present are skipped, so a second run is a no-op.
+# Installs every build and test dependency of driftgate: Debian packages, then the checkout's Python
+# virtual environment (.venv) with safetensors and ml_dtypes from PyPI and the driftgate package.
+# Idempotent: what is already present is skipped, so a second run is a no-op.
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   python3 python3-numpy python3-jsonschema python3-pil python3-scipy chromium libbenchmark-tools
+  python3-venv python3-torch
   libssl-dev libxml2-utils
   clang libclang-rt-14-dev
 )
@@ -22,12 +24,32 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The Python package for exec candidates (python/, README "Plugins and outside programs"): a virtual
+# environment in the checkout, made by Debian's python3 with its site packages visible (numpy, torch),
+# with safetensors and ml_dtypes from PyPI and driftgate itself installed editable. The exec example,
+# the attack scripts and tests/python run in it.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "setup: creating $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+# numpy stays Debian's (torch is built against it): pinned, pip picks the ml_dtypes that works with it.
+numpy_version=$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')
+if ! "$venv/bin/python3" -c 'import safetensors.numpy, ml_dtypes' >/dev/null 2>&1; then
+  echo "setup: pip install safetensors ml_dtypes into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check safetensors ml_dtypes "numpy==$numpy_version"
+fi
+if ! "$venv/bin/python3" -c 'import os, sys, driftgate; sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(driftgate.__file__))) != os.path.realpath(sys.argv[1]))' "$root/python" >/dev/null 2>&1; then
+  echo "setup: pip install -e python/ into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check -e "$root/python"
+fi

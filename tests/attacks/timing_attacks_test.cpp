@@ -132,11 +132,11 @@ Result run(const std::string& args) { return testing::run_driftgate(args); }
 const std::string kCase = "--case 'kda(T=1024,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)'";
 const std::string kExample = std::string("'") + DG_EXAMPLE_PLUGIN + "'";
 
-// A python3 that imports numpy: the one on PATH, else the system's (scripts/setup.sh installs
-// python3-numpy); "" when there is none.
-std::string python_with_numpy() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+// The checkout's virtual environment (scripts/setup.sh makes .venv: Debian's numpy, and the driftgate
+// Python package that kda_numpy.py reads and writes its files with); "" when it is missing.
+std::string example_python() {
+  const std::string py = std::string(DG_SOURCE_DIR) + "/.venv/bin/python3";
+  if (std::system(("'" + py + "' -c 'import numpy, driftgate' >/dev/null 2>&1").c_str()) == 0) return py;
   return "";
 }
 std::string numpy_exec(const std::string& py) {
@@ -260,8 +260,8 @@ TEST(TimingGate, EndingTheTimingEarlyBreaksRuleStop) {
 }
 
 TEST(TimingGate, ExecDaemonCannotSlowTheBase) {
-  const std::string py = python_with_numpy();
-  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)";
+  const std::string py = example_python();
+  if (py.empty()) GTEST_SKIP() << "the venv with the driftgate Python package not found (scripts/setup.sh creates .venv)";
   const std::string exec = "--exec \"kda_exec_burner_f32=" + py + " " + DG_SOURCE_DIR +
                            "/tests/attacks/timing_exec_burner.py {in} {out}\" " + numpy_exec(py);
   expect_timed_as_it_is(gate("kda_exec_numpy_f32", "kda_exec_burner_f32", exec), "idle");
@@ -305,8 +305,8 @@ TEST(TimingGate, PluginCoreThiefBreaksRuleBaseAlone) {
 // on a loaded machine two processes sharing busy cores look like one, so this runs when the
 // machine has a core to spare.
 TEST(TimingGate, ExecTwoProcessesIsRejected) {
-  const std::string py = python_with_numpy();
-  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)";
+  const std::string py = example_python();
+  if (py.empty()) GTEST_SKIP() << "the venv with the driftgate Python package not found (scripts/setup.sh creates .venv)";
   double load = 0;
   std::ifstream("/proc/loadavg") >> load;
   if (load > 0.5 * static_cast<double>(allowed_cpus().size()))
@@ -323,7 +323,7 @@ TEST(TimingGate, HonestCandidatesKeepTheTimingRules) {
       {"kda_cpu_recurrent_f32", "kda_plugin_recurrent_f32", "--plugin " + kExample},
       // (a plugin's base: its worker of its own loads that plugin, rule base_alone)
       {"kda_plugin_recurrent_f32", "kda_cpu_chunk_f32", "--plugin " + kExample}};
-  if (const std::string py = python_with_numpy(); !py.empty())
+  if (const std::string py = example_python(); !py.empty())
     pairs.push_back({"kda_cpu_recurrent_f32", "kda_exec_numpy_f32", numpy_exec(py)});
   for (const auto& [base, patch, extra] : pairs) {
     Result r = gate(base, patch, extra);

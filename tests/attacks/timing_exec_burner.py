@@ -6,7 +6,7 @@ in TMPDIR). Its own calls compute the numpy example's numbers (kda_numpy.py) and
 long again as they ran, plus 0.1 s: about 1.5x slower, and faster than a base its daemons slow about 2x. driftgate stops every other process of the timing sandbox during each
 timed call, so the gate must not read it FASTER.
 
-    --exec "kda_exec_burner_f32=python3 tests/attacks/timing_exec_burner.py {in} {out}"
+    --exec "kda_exec_burner_f32=.venv/bin/python3 tests/attacks/timing_exec_burner.py {in} {out}"
 """
 import os
 import sys

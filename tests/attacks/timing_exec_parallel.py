@@ -7,7 +7,7 @@ fork comes first so that the whole call, not only the arithmetic, runs on two co
 size is mostly the interpreter loading numpy, and splitting only the arithmetic used 1.1-1.3
 CPU-seconds per second, inside the rule's tolerance of 1.25.)
 
-    --exec "kda_exec_twoprocs_f32=python3 tests/attacks/timing_exec_parallel.py {in} {out}"
+    --exec "kda_exec_twoprocs_f32=.venv/bin/python3 tests/attacks/timing_exec_parallel.py {in} {out}"
 """
 import os
 
@@ -18,13 +18,13 @@ except OSError:
 READ_END, WRITE_END = os.pipe()
 CHILD = os.fork()
 
-import json  # noqa: E402
 import pickle  # noqa: E402
 import sys  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "candidates", "examples", "exec"))
 import numpy as np  # noqa: E402
+import driftgate  # noqa: E402
 import kda_numpy as kn  # noqa: E402
 
 
@@ -38,8 +38,8 @@ def columns(p, x, lo, hi):
 
 
 def main(argv):
-    x, meta = kn.read_safetensors(argv[1])
-    p = json.loads(meta["params"])
+    spec = driftgate.read_inputs(argv[1], float32=True)
+    p, x = spec.params, spec.inputs
     V = p["V"]
     half = V // 2
     if CHILD == 0:
@@ -54,12 +54,7 @@ def main(argv):
         b = pickle.loads(f.read())
     os.waitpid(CHILD, 0)
     result = {"o": np.concatenate([a["o"], b["o"]], axis=-1), "ht": np.concatenate([a["ht"], b["ht"]], axis=-1)}
-    names = meta["outputs"].split(",")
-    dtypes, arrays = {}, {}
-    for name in names:
-        dtypes[name] = meta[f"out.{name}.dtype"]
-        arrays[name] = result[name]
-    kn.write_safetensors(argv[2], arrays, dtypes)
+    driftgate.write_outputs(argv[2], result, spec)
     return 0
 
 

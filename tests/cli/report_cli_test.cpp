@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,17 +23,20 @@ using testing::slurp;
 
 testing::CliResult run(const std::string& args) { return testing::run_driftgate(args); }
 
+// Per process: ctest runs the tests of this file in parallel processes, each setting up the suite.
 std::string tmp(const std::string& name) {
-  std::string p = ::testing::TempDir() + "/dg_report_" + name;
+  std::string p = ::testing::TempDir() + "/dg_report_" + std::to_string(::getpid()) + "_" + name;
   fs::remove_all(p);
   return p;
 }
 
 const std::string kCase = "kda(T=1024,H=2,K=64,V=64,regime=long_memory,dtype=bf16,seed=0)";
 
-// One timed gate (two cases) and one verify run, made once for every test here.
+// One timed gate (two cases) and one verify run, made once for every test here. A failure there
+// fails every test (a fatal failure in SetUpTestSuite alone reads as a skip).
 class Report : public ::testing::Test {
  protected:
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
   static void SetUpTestSuite() {
     gate_dir_ = tmp("gate");
     verify_json_ = tmp("verify.json");
@@ -42,13 +46,13 @@ class Report : public ::testing::Test {
     testing::CliResult g = run("gate --threads 1 --policy " + policy + " --base kda_cpu_recurrent_f32 --patch kda_cpu_chunk_f32 --case '" +
                                kCase + "' --case 'kda(T=256,H=1,K=32,V=32,regime=kimi_linear,dtype=bf16,seed=0)' --claim 1.01 --out " +
                                gate_dir_);
-    ASSERT_TRUE(g.rc == 0 || g.rc == 1) << g.out << g.err;
+    if (g.rc != 0 && g.rc != 1) setup_error_ = "the gate failed: " + g.out + g.err;
     testing::CliResult v = run("verify --candidate kda_cpu_chunk_f32,kda_null_zeros_f32 --case '" + kCase + "' --json " + verify_json_);
-    ASSERT_EQ(v.rc, 1) << v.out << v.err;   // the null candidate fails
+    if (v.rc != 1) setup_error_ += "verify did not fail on the null candidate: " + v.out + v.err;
   }
-  static std::string gate_dir_, verify_json_, policy_;
+  static std::string gate_dir_, verify_json_, policy_, setup_error_;
 };
-std::string Report::gate_dir_, Report::verify_json_, Report::policy_;
+std::string Report::gate_dir_, Report::verify_json_, Report::policy_, Report::setup_error_;
 
 TEST_F(Report, WritesHtmlAndMarkdownWithEverySection) {
   const std::string out = tmp("out");
@@ -105,8 +109,9 @@ TEST_F(Report, BadInputIsExitTwoAndWritesNothing) {
   EXPECT_FALSE(fs::exists(out)) << "a refused report left files behind";
   r = run("report " + gate_dir_ + "/verdict.json");
   EXPECT_EQ(r.rc, 2);   // --out is required
-  std::ofstream(tmp("afile")) << "x";
-  r = run("report " + gate_dir_ + "/verdict.json --out " + ::testing::TempDir() + "/dg_report_afile");
+  const std::string afile = tmp("afile");
+  std::ofstream(afile) << "x";
+  r = run("report " + gate_dir_ + "/verdict.json --out " + afile);
   EXPECT_EQ(r.rc, 2) << r.out << r.err;
 }
 

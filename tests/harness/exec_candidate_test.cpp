@@ -32,17 +32,17 @@ namespace fs = std::filesystem;
 const std::string kScript = std::string(DG_SOURCE_DIR) + "/candidates/examples/exec/kda_numpy.py";
 constexpr const char* kSmall = "kda(T=64,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)";
 
-// A python3 that imports numpy: the one on PATH, else the system's (scripts/setup.sh installs
-// python3-numpy); "" when there is none.
-std::string python_with_numpy() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+// The checkout's virtual environment (scripts/setup.sh makes .venv: Debian's numpy, and the driftgate
+// Python package that kda_numpy.py reads and writes its files with); "" when it is missing.
+std::string example_python() {
+  const std::string py = std::string(DG_SOURCE_DIR) + "/.venv/bin/python3";
+  if (std::system(("'" + py + "' -c 'import numpy, driftgate' >/dev/null 2>&1").c_str()) == 0) return py;
   return "";
 }
 
-#define REQUIRE_NUMPY(py)                                                                              \
-  const std::string py = python_with_numpy();                                                          \
-  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)"
+#define REQUIRE_EXAMPLE_PYTHON(py)                                                                     \
+  const std::string py = example_python();                                                             \
+  if (py.empty()) GTEST_SKIP() << "the venv with the driftgate Python package not found (scripts/setup.sh creates .venv)"
 
 // The message of the InputError that registering `spec` throws ("" when it registers).
 std::string register_error(const std::string& spec) {
@@ -70,7 +70,7 @@ Record verify_one(const std::string& case_str, const std::string& candidate) {
 }
 
 TEST(Exec, NumpyExamplePasses) {
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   register_numpy(py, "kda_exec_numpy_f32");
   const CandidateInfo& i = find_candidate("kda_exec_numpy_f32")->info();
   EXPECT_EQ(i.op, "kda");
@@ -89,7 +89,7 @@ TEST(Exec, NumpyExamplePasses) {
 
 // A bf16 suffix: bf16 inputs and outputs, f32 state; the program writes o as BF16 as asked.
 TEST(Exec, DtypeSuffixSetsTheFormats) {
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   register_numpy(py, "kda_exec_numpy_bf16");
   const CandidateInfo& i = find_candidate("kda_exec_numpy_bf16")->info();
   EXPECT_EQ(i.input_dtype, DType::bf16);
@@ -106,7 +106,7 @@ TEST(Exec, DtypeSuffixSetsTheFormats) {
 
 // Exit code 95 (kExecNotSupported) is the program's "not this case": a NOT_SUPPORTED row.
 TEST(Exec, UnsupportedParameterIsANotSupportedRowWithTheProgramsMessage) {
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   register_numpy(py, "kda_exec_numpy_f32");
   Record r = verify_one("kda(T=16,H=1,K=16,V=16,regime=glm_safe_gate,dtype=bf16,seed=0)", "kda_exec_numpy_f32");
   EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED);
@@ -243,7 +243,7 @@ using Result = testing::CliResult;
 Result run(const std::string& args) { return testing::run_driftgate(args); }
 
 TEST(ExecCli, VerifyPassesAndListShowsIt) {
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   const std::string exec = "--exec " + shell_quote("kda_exec_numpy_f32=" + py + " " + shell_quote(kScript) + " {in} {out}");
   Result r = run("verify " + exec + " --candidate kda_exec_numpy_f32 --case '" + std::string(kSmall) + "'");
   EXPECT_EQ(r.rc, 0) << r.out << r.err;

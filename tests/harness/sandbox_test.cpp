@@ -44,14 +44,16 @@ const char* const kCase = "kda(T=16,H=1,K=8,V=8,regime=long_memory,dtype=f32,see
 const std::string kPlugin = DG_ATTACK_PLUGIN;
 const std::string kScript = std::string(DG_SOURCE_DIR) + "/tests/attacks/attack_exec.py";
 
-std::string python_with_numpy() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+// The checkout's virtual environment (scripts/setup.sh makes .venv: Debian's numpy, and the driftgate
+// Python package that kda_numpy.py reads and writes its files with); "" when it is missing.
+std::string example_python() {
+  const std::string py = std::string(DG_SOURCE_DIR) + "/.venv/bin/python3";
+  if (std::system(("'" + py + "' -c 'import numpy, driftgate' >/dev/null 2>&1").c_str()) == 0) return py;
   return "";
 }
-#define REQUIRE_NUMPY(py)              \
-  const std::string py = python_with_numpy(); \
-  if (py.empty()) GTEST_SKIP() << "python3 with numpy not found (scripts/setup.sh installs python3-numpy)"
+#define REQUIRE_EXAMPLE_PYTHON(py)             \
+  const std::string py = example_python(); \
+  if (py.empty()) GTEST_SKIP() << "the venv with the driftgate Python package not found (scripts/setup.sh creates .venv)"
 
 std::string exec_spec(const std::string& py, const std::string& name, const std::string& mode) {
   return name + "=" + py + " " + kScript + " " + mode + " {in} {out}";
@@ -173,7 +175,7 @@ TEST(SealedInputs, PluginAndExecRewritersRunFirstHarmNobody) {
   testing::CliResult p = testing::run_driftgate(plugin_run);
   EXPECT_THAT(p.out, HasSubstr("kda_cpu_chunk_f32")) << p.err;
   EXPECT_EQ(p.out.find("INCORRECT", p.out.find("kda_cpu_recurrent_f32")), std::string::npos) << p.out;
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   testing::CliResult e = testing::run_driftgate(
       "verify --exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") +
       "' --candidate kda_exec_rewrite_f32,kda_cpu_recurrent_f32,kda_cpu_chunk_f32 --runs 2 --case '" + kCase + "'");
@@ -185,7 +187,7 @@ TEST(SealedInputs, TheGateRejectsAWorsePatchThatRewritesTheInputs) {
                                                 std::string(kCase) + "'");
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("REJECT"));
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   testing::CliResult e = testing::run_driftgate("gate --exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") +
                                                 "' --base kda_cpu_recurrent_f32 --patch kda_exec_rewrite_f32 --no-time --case '" +
                                                 kCase + "'");
@@ -262,7 +264,7 @@ TEST(SealedInputs, WithoutMemfdOrLandlockARewriterIsInvalidAndHarmsNobody) {
     std::filesystem::remove(json);
   };
   rewriter_first("--plugin " + kPlugin, "kda_plugin_rewrite_f32", true);
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   rewriter_first("--exec '" + exec_spec(py, "kda_exec_rewrite_f32", "rewrite") + "'", "kda_exec_rewrite_f32", false);
 }
 
@@ -305,7 +307,7 @@ TEST(OutputCheck, ForgedOutputsNeverEndTheSweep) {
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("INVALID"));
   EXPECT_THAT(r.out, HasSubstr("3 rows"));
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   testing::CliResult e = testing::run_driftgate("verify --exec '" + exec_spec(py, "kda_exec_forge_f32", "forge") +
                                                 "' --candidate kda_exec_forge_f32,kda_cpu_recurrent_f32 --case '" + kCase + "'");
   EXPECT_NE(e.rc, 3) << e.out << e.err;
@@ -325,7 +327,7 @@ TEST(Containment, ASetsidGrandchildDiesWithItsRow) {
   WorkerResult p = run_in_worker(request("kda_plugin_daemon_f32", {"--plugin", kPlugin}));
   EXPECT_EQ(p.status, WorkerStatus::ok) << describe(p);
   EXPECT_TRUE(none_survive(m.value));
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   WorkerResult x = run_in_worker(
       request("kda_exec_daemon_f32", {"--exec", exec_spec(py, "kda_exec_daemon_f32", "daemon")}));
   EXPECT_EQ(x.status, WorkerStatus::ok) << describe(x);
@@ -339,7 +341,7 @@ void expect_group_escape_killed(const std::string& marker) {
        {std::vector<std::string>{"--plugin", kPlugin}, std::vector<std::string>{}}) {
     WorkerRequest req = request(extra.empty() ? "kda_exec_hang_f32" : "kda_plugin_hang_f32", extra);
     if (extra.empty()) {
-      const std::string py = python_with_numpy();
+      const std::string py = example_python();
       if (py.empty()) continue;
       req.extra_args = {"--exec", exec_spec(py, "kda_exec_hang_f32", "hang")};
     }
@@ -381,7 +383,7 @@ TEST(Confinement, WritesOutsideTheWorkerDirFailAndTheTargetIsUnchanged) {
   EXPECT_THAT(r.stderr_tail, Not(HasSubstr("WRITTEN"))) << describe(r);
   WorkerResult p = run_in_worker(request("kda_plugin_outside_f32", {"--plugin", kPlugin}));
   EXPECT_THAT(p.stderr_tail, HasSubstr("attack: " + target + ": Permission denied")) << describe(p);
-  const std::string py = python_with_numpy();
+  const std::string py = example_python();
   if (!py.empty()) {
     WorkerResult x = run_in_worker(
         request("kda_exec_outside_f32", {"--exec", exec_spec(py, "kda_exec_outside_f32", "outside")}));
@@ -527,7 +529,7 @@ TEST(OutputCap, GigabytesOfOutputKeepOnlyTheTail) {
   EXPECT_LE(p.stderr_tail.size(), kTailBytes);
   EXPECT_GE(p.output_dropped, int64_t{2} << 30);
   EXPECT_THAT(p.stderr_tail, HasSubstr("attack: the end of the flood"));
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   EnvVar less("DG_FLOOD_BYTES", std::to_string(int64_t{1} << 30));
   WorkerRequest req = request("kda_exec_flood_f32", {"--exec", exec_spec(py, "kda_exec_flood_f32", "flood")});
   req.keep_temp = true;
@@ -698,7 +700,7 @@ int driftgate_worker_dirs(const std::string& root) {
 // Kills driftgate with `sig` while a candidate that left its group and forked a setsid grandchild
 // hangs; nothing may survive, and (after the next start, for SIGKILL) no dir is left.
 void kill_while_hanging(int sig, const std::string& extra_env = "") {
-  REQUIRE_NUMPY(py);
+  REQUIRE_EXAMPLE_PYTHON(py);
   // One root per test process: ctest runs the two SIGKILL tests at once, and a shared root was wiped
   // by the other's start (its hanging candidate then never started).
   const std::string root = ::testing::TempDir() + "/dg_kill_root_" + std::to_string(sig) + "_" + std::to_string(::getpid());
