@@ -259,6 +259,15 @@ TEST(TimingGate, EndingTheTimingEarlyBreaksRuleStop) {
   expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_early_stop"), "stop");
 }
 
+// The same from a plugin, against the naive kernel as the base: the plugin's fast calls (the example
+// kernel, 3.1 ms here) are faster than the naive (3.5 ms), its slow ones twice as slow, so 7 pairs
+// cannot decide. (An exec program runs in a process of its own: it cannot reach the timing
+// process's clock.)
+TEST(TimingGate, PluginEndingTheTimingEarlyBreaksRuleStop) {
+  expect_rejected_by(gate("kda_cpu_naive_f32", "kda_plugin_earlystop_f32", std::string("--plugin ") + DG_CHEAT_PLUGIN_earlystop),
+                     "stop");
+}
+
 TEST(TimingGate, ExecDaemonCannotSlowTheBase) {
   const std::string py = example_python();
   if (py.empty()) GTEST_SKIP() << "the venv with the driftgate Python package not found (scripts/setup.sh creates .venv)";

@@ -12,7 +12,10 @@
 //      keeps two threads of its own spinning whenever its own call is not running, so that another
 //      candidate timed in its process gets half the cores (within the thread budget of the
 //      calls' CPU time: rule base_alone)
-// The clock patch is candidates/cheats/process_cheats.h, shared with the built-in canary.
+//   5  kda_plugin_earlystop_f32: computes honestly, and on 3 calls in 5 spins as long again (7 pairs
+//      cannot decide it); on its first run moves its process's CLOCK_MONOTONIC an hour ahead, so a
+//      budget kept in the timing process is spent after the first round (rule stop)
+// The clock patches are candidates/cheats/process_cheats.h, shared with the built-in canaries.
 #define driftgate_abi_version example_driftgate_abi_version
 #define driftgate_list example_driftgate_list
 #define driftgate_run example_driftgate_run
@@ -40,6 +43,10 @@ const dg_candidate_info kCheats[] = {{"kda_plugin_slowclock_f32", "kda", "cheat"
 #elif CHEAT_KIND == 3
 const dg_candidate_info kCheats[] = {{"kda_plugin_slowbase_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
                                       "the example kernel 2.5x slower, a timer signal burning the thread between its calls"}};
+
+#elif CHEAT_KIND == 5
+const dg_candidate_info kCheats[] = {{"kda_plugin_earlystop_f32", "kda", "cheat", DG_F32, DG_F32, DG_F32,
+                                      "the example kernel 2x slower on 3 calls in 5, its process's clock an hour ahead"}};
 
 #else
 #if CHEAT_KIND == 4
@@ -111,6 +118,19 @@ DRIFTGATE_EXPORT int32_t driftgate_run(const char* candidate, const char* params
   }
   return dg::cheats::as_own_call_then_open_alarm(
       [&] { return example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size); });
+#elif CHEAT_KIND == 5
+  if (const char* why = dg::cheats::skip_clock_an_hour()) {
+    std::snprintf(error, error_size, "cannot patch the clock: %s", why);
+    return 1;
+  }
+  static int calls = 0;
+  const int64_t t0 = dg::cheats::real_monotonic_ns();
+  const int32_t rc = example_driftgate_run(kName, params_json, inputs, n_inputs, outputs, n_outputs, error, error_size);
+  if (calls++ % 5 < 3)
+    for (const int64_t end = dg::cheats::real_monotonic_ns() + (dg::cheats::real_monotonic_ns() - t0);
+         dg::cheats::real_monotonic_ns() < end;) {
+    }
+  return rc;
 #else
 #if CHEAT_KIND == 4
   start_thieves();
