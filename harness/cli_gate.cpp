@@ -167,6 +167,14 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     opt.time = false;
     opt.baseline_path = g.baseline;
     opt.baseline = read_baseline(g.baseline, cases, opt.tier, policy);
+    const nlohmann::json head = parse_json_bounded(read_regular_file("gate --baseline", g.baseline, size_t{1} << 30));
+    opt.baseline_provenance = {{"path", std::filesystem::absolute(g.baseline).string()},
+                               {"sha256", file_sha256(g.baseline)},
+                               {"run_id", head.value("run_id", "")},
+                               {"rows_digest", head.value("rows_digest", "")},
+                               {"patch", head.value("patch", "")},
+                               {"finished_at", head.value("finished_at", "")},
+                               {"context", head.value("context", nlohmann::json::object())}};
   }
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;

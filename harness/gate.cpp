@@ -461,6 +461,7 @@ std::string gate_json(const GateReport& r) {
                   {"policy", sha256_hex(policy_json.dump())},
                   {"outside", nlohmann::ordered_json::parse(r.resume_key.value("outside", nlohmann::json::object()).dump())}};
   j["claim"] = r.claim ? nlohmann::ordered_json(*r.claim) : nlohmann::ordered_json(nullptr);
+  j["baseline"] = nlohmann::ordered_json::parse(r.baseline.dump());
   j["cases"] = r.planned;
   j["coverage_gaps"] = r.coverage_gaps;
   j["resume_key"] = nlohmann::ordered_json::parse(r.resume_key.dump());
@@ -546,6 +547,11 @@ std::string gate_markdown(const GateReport& r) {
   nlohmann::json rows = rows_json(r);
   std::string s = fmt::format("# driftgate gate: {}\n\nbase `{}`, patch `{}`, policy `{}`{}\n\n", verdict_text(r), r.base,
                               r.patch, r.policy_source, r.claim ? fmt::format(", claimed speedup {:.2f}x", *r.claim) : "");
+  if (r.baseline.is_object())
+    s += fmt::format("The base's rows are stored: `{}` (run `{}`, commit `{}`, sha256 `{}`); its kernel did not run, "
+                     "nothing was timed.\n\n",
+                     r.baseline.value("path", ""), r.baseline.value("run_id", ""),
+                     r.baseline.value("context", nlohmann::json::object()).value("git_commit", ""), r.baseline.value("sha256", ""));
   s += fmt::format("{} of {} cases judged, {} skipped, {} could not be judged{}{}; run `{}`, rows digest `{}`\n\n",
                    r.judged(), r.planned.size(), r.skipped(), r.cannot_judge(), r.complete() ? "" : ": INCOMPLETE, the gate stopped before the other cases",
                    r.timed ? "" : "; throughput not timed (--no-time)", r.run_id, rows_digest(rows, r.resume_key));

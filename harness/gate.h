@@ -141,6 +141,9 @@ struct GateReport {
   // What a resumed gate must match (options, policy contents, tier, cases, binary, plugins): the
   // object written as "resume_key" and its SHA-256 (harness/digest.h).
   nlohmann::json resume_key = nlohmann::json::object();
+  // gate --baseline: where the base's rows came from: the stored file's path and SHA-256, its run
+  // id, rows digest, patch and context (commit, compiler, CPU); null for a gate that ran its base.
+  nlohmann::json baseline;
   std::string started_at;                // UTC, ISO 8601
   std::string finished_at;               // UTC, ISO 8601: when the files were last written
   double seconds = 0;                    // wall time so far

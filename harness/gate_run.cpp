@@ -88,6 +88,7 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.run_id = opt.run_id.empty() ? new_run_id() : opt.run_id;
   rep.started_at = utc_now();
   rep.resume_key = opt.resume_key;
+  rep.baseline = opt.baseline_provenance;
   for (const Case& c : cases) rep.planned.push_back(c.str());
   // Values of the patch's op that no case exercises (harness/coverage.h): a bug there would pass.
   rep.coverage_gaps = coverage_gaps(patch.info().op, cases);

@@ -49,6 +49,7 @@ struct GateOptions {
   // candidate passed to run_gate is a stand-in that never runs, and nothing is timed.
   std::map<std::string, Record> baseline;
   std::string baseline_path;
+  nlohmann::json baseline_provenance;   // GateReport::baseline
   bool timeout_given = false;        // --timeout was on the command line (reproduce commands carry it)
   int threads = 0;                   // --threads (0: all cores)
   bool progress = false;             // a line per case on stderr: case i/n, elapsed, ETA (harness/progress.h)

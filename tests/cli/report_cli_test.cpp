@@ -202,6 +202,17 @@ TEST_F(Report, GateAgainstAStoredBaseline) {
   const nlohmann::json v = nlohmann::json::parse(slurp(out + "/verdict.json"));
   EXPECT_EQ(v["base"], "baseline/kda_cpu_chunk_f32");
   EXPECT_EQ(v["verdict"], "MERGE");
+  // The stored rows' provenance: the file's digest, its run and the machine and commit it ran on.
+  const nlohmann::json stored = nlohmann::json::parse(slurp(gate_dir_ + "/verdict.json"));
+  EXPECT_EQ(v["baseline"]["run_id"], stored["run_id"]);
+  EXPECT_EQ(v["baseline"]["rows_digest"], stored["rows_digest"]);
+  EXPECT_EQ(v["baseline"]["context"], stored["context"]);
+  EXPECT_EQ(v["baseline"]["sha256"].get<std::string>().size(), 64u);
+  EXPECT_TRUE(stored["baseline"].is_null());   // a gate that ran its base
+  EXPECT_THAT(slurp(out + "/verdict.md"), HasSubstr("The base's rows are stored: `"));
+  const int valid = std::system(("/usr/bin/python3 " DG_SOURCE_DIR "/scripts/validate_json.py verdict " + out +
+                                 "/verdict.json > /dev/null 2>&1").c_str());
+  EXPECT_EQ(valid, 0) << "verdict.json of a baseline gate does not match harness/schemas/verdict.schema.json";
   for (const auto& row : v["rows"]) {
     EXPECT_TRUE(row["speed"].is_null());
     bool said = false;
