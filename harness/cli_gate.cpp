@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <tuple>
 #include <filesystem>
-#include <limits>
 #include <fstream>
-#include <sstream>
 #include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -69,56 +71,64 @@ nlohmann::json policy_json(const Policy& p) {
           {"not_supported", p.not_supported}};
 }
 
-// gate --baseline: the stored verdict's rows, checked for integrity (its rows digest) and for the
-// same reference tier, policy and case list as this run; the patch's record of each case.
-std::map<std::string, Record> read_baseline(const std::string& path, const std::vector<Case>& cases, Tier tier,
-                                            const Policy& policy) {
+// gate --baseline: a stored verdict, read once: its patch's record of each case (the rows checked
+// for integrity by their rows digest), its resume key and where it came from.
+struct StoredBaseline {
+  std::map<std::string, Record> rows;
+  nlohmann::json key;          // its resume_key
+  nlohmann::json provenance;   // GateReport::baseline
+  std::string patch;           // the patch it judged: the base now
+};
+
+StoredBaseline read_baseline(const std::string& path) {
   const std::string text = read_regular_file("gate --baseline", path, size_t{1} << 30);
+  StoredBaseline b;
   nlohmann::json head;
-  std::vector<GateRow> rows;
   try {
     head = parse_json_bounded(text);
-    rows = gate_rows_from_json(text);
+    for (const GateRow& r : gate_rows_from_json(text)) b.rows[r.case_str] = r.patch;
   } catch (const std::exception& e) {
     throw InputError(fmt::format("gate --baseline: {} is not a driftgate verdict whose rows can be read ({})", path, e.what()));
   }
+  b.patch = head.value("patch", "");
+  if (b.patch.empty()) throw InputError(fmt::format("gate --baseline: {} names no patch (not a gate's verdict.json)", path));
+  b.key = head.value("resume_key", nlohmann::json());
+  b.provenance = {{"path", std::filesystem::absolute(path).string()}, {"sha256", sha256_hex(text)},
+                  {"run_id", head.value("run_id", "")},         {"rows_digest", head.value("rows_digest", "")},
+                  {"patch", b.patch},                           {"finished_at", head.value("finished_at", "")},
+                  {"context", head.value("context", nlohmann::json::object())}};
+  return b;
+}
+
+// The same reference tier, policy and case list as this run, and a row of every case.
+void check_baseline(const StoredBaseline& b, const std::string& path, const std::vector<Case>& cases, Tier tier,
+                    const Policy& policy) {
   nlohmann::json case_list = nlohmann::json::array();
   for (const Case& c : cases) case_list.push_back(c.str());
-  const nlohmann::json key = head.value("resume_key", nlohmann::json());
   for (const auto& [k, what, now] : {std::tuple<const char*, const char*, nlohmann::json>{"tier", "reference tier", tier_name(tier)},
                                      {"policy", "policy", policy_json(policy)},
                                      {"cases", "case list", case_list}}) {
-    if (!key.is_object() || !key.contains(k))
+    if (!b.key.is_object() || !b.key.contains(k))
       throw InputError(fmt::format("gate --baseline: {} does not record its {}", path, what));
-    if (key.at(k) != now)
+    if (b.key.at(k) != now)
       throw InputError(fmt::format("gate --baseline: {} was measured under another {} ({}); a baseline is judged only under "
                                    "the same reference tier, policy and cases",
-                                   path, what, k == std::string("tier") ? "it was " + key.at(k).dump() + ", this run " + now.dump() : "it differs"));
+                                   path, what, k == std::string("tier") ? "it was " + b.key.at(k).dump() + ", this run " + now.dump() : "it differs"));
   }
-  std::map<std::string, Record> out;
-  for (const GateRow& r : rows) out[r.case_str] = r.patch;
   for (const Case& c : cases)
-    if (!out.count(c.str())) throw InputError(fmt::format("gate --baseline: {} has no row of case {} (an incomplete gate)", path, c.str()));
-  return out;
+    if (!b.rows.count(c.str())) throw InputError(fmt::format("gate --baseline: {} has no row of case {} (an incomplete gate)", path, c.str()));
 }
 
 // The base of a gate against stored rows: registered under "baseline/<the stored patch>", with the
 // patch's op and formats; it never runs.
-const Candidate& baseline_stand_in(const std::string& path, const Candidate& patch) {
-  std::string stored;
-  try {
-    stored = parse_json_bounded(read_regular_file("gate --baseline", path, size_t{1} << 30)).value("patch", "");
-  } catch (const std::exception& e) {
-    throw InputError(fmt::format("gate --baseline: {} is not JSON ({})", path, e.what()));
-  }
-  if (stored.empty()) throw InputError(fmt::format("gate --baseline: {} names no patch (not a gate's verdict.json)", path));
-  const std::string name = "baseline/" + stored;
+const Candidate& baseline_stand_in(const StoredBaseline& b, const std::string& path, const Candidate& patch) {
+  const std::string name = "baseline/" + b.patch;
   if (const Candidate* c = find_candidate(name)) return *c;
   CandidateInfo info = patch.info();
   info.name = name;
   info.backend = "baseline";
   info.algorithm = "baseline";
-  info.doc = fmt::format("{}'s stored rows in {}", stored, path);
+  info.doc = fmt::format("{}'s stored rows in {}", b.patch, path);
   register_candidate(info, [name](const Case&, const TensorMap&, TensorMap&) {
     throw std::logic_error(name + " is a stored baseline and does not run");
   });
@@ -140,7 +150,9 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     throw InputError("gate: give the base either as a candidate (--base NAME) or as stored rows (--baseline verdict.json), one of them");
   if (!g.baseline.empty() && claimed) throw InputError("gate: --claim needs timing, and a --baseline's kernel does not run");
   if (!g.baseline.empty() && g.resume) throw InputError("gate: --resume does not take --baseline; run the baseline gate again");
-  const Candidate& base = g.baseline.empty() ? require_candidate(g.base) : baseline_stand_in(g.baseline, require_candidate(g.patch));
+  std::optional<StoredBaseline> stored;
+  if (!g.baseline.empty()) stored = read_baseline(g.baseline);
+  const Candidate& base = stored ? baseline_stand_in(*stored, g.baseline, require_candidate(g.patch)) : require_candidate(g.base);
   const Candidate& patch = require_candidate(g.patch);
   if (base.info().op != patch.info().op)
     throw InputError(fmt::format("base {} implements {}, patch {} implements {}", base.name(), base.info().op,
@@ -166,15 +178,9 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   if (!g.baseline.empty()) {
     opt.time = false;
     opt.baseline_path = g.baseline;
-    opt.baseline = read_baseline(g.baseline, cases, opt.tier, policy);
-    const nlohmann::json head = parse_json_bounded(read_regular_file("gate --baseline", g.baseline, size_t{1} << 30));
-    opt.baseline_provenance = {{"path", std::filesystem::absolute(g.baseline).string()},
-                               {"sha256", file_sha256(g.baseline)},
-                               {"run_id", head.value("run_id", "")},
-                               {"rows_digest", head.value("rows_digest", "")},
-                               {"patch", head.value("patch", "")},
-                               {"finished_at", head.value("finished_at", "")},
-                               {"context", head.value("context", nlohmann::json::object())}};
+    check_baseline(*stored, g.baseline, cases, opt.tier, policy);
+    opt.baseline = stored->rows;
+    opt.baseline_provenance = stored->provenance;
   }
   opt.save_failures_dir = g.save_failures;
   opt.time = !g.no_time;
