@@ -369,7 +369,6 @@ class ChannelServer {
   std::string idle_problem;      // a process of the sandbox that could not be stopped for a timed call
   bool said_stop = false;        // driftgate answered "stop" to the worker's question (rule stop)
   int asked = 0;                 // questions the worker asked
-  double timed_elapsed = 0;      // seconds from the first timed call's start to the last answer
   bool saw_children() const { return probe_.saw_children(); }
 
  private:
@@ -487,7 +486,7 @@ class ChannelServer {
       std::vector<double> a, b;
       for (const Sample& x : samples)
         if (x.tag == 'R' && (x.cand == 0 || x.cand == 1)) (x.cand == 0 ? a : b).push_back(x.wall);
-      timed_elapsed = std::chrono::duration<double>(Clock::now() - *first_timed_).count();
+      const double timed_elapsed = std::chrono::duration<double>(Clock::now() - *first_timed_).count();
       const size_t pairs = std::min(a.size(), b.size());
       if (pairs >= static_cast<size_t>(kMaxTimedPairs) ||
           (pairs >= 1 && speed_should_stop(a, b, timed_elapsed, *rule_, looks_)))
@@ -522,8 +521,9 @@ class ChannelServer {
   // plugin's child): stopped at the first timed call after they appear and kept stopped until the
   // worker ends. Continued after each call, a process that spins outside its candidate's calls
   // took the core from the untimed work between calls (fewer pairs in the budget: a 2x slower
-  // candidate read AMBIGUOUS, so MERGE, under load) and slowed the other candidate's calls beside it
-  // by 16-20% (rule base_alone). A paired worker's call continues only what it stopped itself.
+  // candidate read AMBIGUOUS, so MERGE, under load). (Even kept stopped, processes it forked slow
+  // the other candidate's calls beside it, 1.16-1.21x, README: rule base_alone sees it.) A paired
+  // worker's call continues only what it stopped itself.
   void keep_stopped(const std::vector<pid_t>& pids) {
     std::lock_guard<std::mutex> l(kept_mu_);
     for (pid_t p : pids)
