@@ -14,8 +14,8 @@
 
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/machine.h"
-#include "harness/threads.h"
+#include "harness/timing/machine.h"
+#include "harness/core/threads.h"
 
 namespace dg {
 namespace {
@@ -109,7 +109,7 @@ BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_f32, kda_cpu_chunk_f32, DType::f32, true
 BENCHMARK_CAPTURE(BM_kda, kda_cpu_chunk_bf16, kda_cpu_chunk_bf16, DType::bf16, true)
     ->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The machine measurement the speed rows divide by (harness/machine.h), with the ratios a sound
+// The machine measurement the speed rows divide by (harness/timing/machine.h), with the ratios a sound
 // measurement shows on a quiet machine: all cores at least one core's rate (all_over_core >= 1 for
 // FMA and triad) and f32 FMA about twice f64 (f32_over_f64 ~ 2, twice the lanes). They are speed
 // figures, so they live here and not in a unit test (a loaded machine upsets them).

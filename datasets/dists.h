@@ -1,5 +1,5 @@
 // Input distributions of the generators (datasets/*regimes.cpp): a Dist fills a block of a tensor's
-// elements from the tensor's counter-based stream (harness/rng.h), so element i is a pure function
+// elements from the tensor's counter-based stream (harness/core/rng.h), so element i is a pure function
 // of (seed, case string, tensor name, i) whatever the blocking and the thread count.
 #pragma once
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/case.h"
-#include "harness/rng.h"
-#include "harness/tensor.h"
-#include "harness/threads.h"
+#include "harness/cases/case.h"
+#include "harness/core/rng.h"
+#include "harness/core/tensor.h"
+#include "harness/core/threads.h"
 
 namespace dg::dists {
 

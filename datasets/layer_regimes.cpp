@@ -9,7 +9,7 @@
 #include "datasets/dists.h"
 #include "harness/ops/kda_op.h"
 #include "harness/ops/layer_ops.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace {

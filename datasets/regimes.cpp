@@ -13,9 +13,9 @@
 #include <span>
 
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
-#include "harness/rng.h"
-#include "harness/threads.h"
+#include "harness/cases/registry.h"
+#include "harness/core/rng.h"
+#include "harness/core/threads.h"
 #include "datasets/dists.h"
 
 namespace dg {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 #include "reference/real/tier.h"
 
 namespace dg {

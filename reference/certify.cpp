@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 #include "reference/kda.h"
 #include "reference/real/dd.h"
 

@@ -15,8 +15,8 @@
 #include <span>
 #include <string>
 
-#include "harness/dtype.h"
-#include "harness/tensor.h"
+#include "harness/core/dtype.h"
+#include "harness/core/tensor.h"
 #include "reference/kda_params.h"
 #include "reference/real/tier.h"
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <utility>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
+#include "harness/cases/case.h"
+#include "harness/core/dtype.h"
 #include "reference/real/dd.h"
 #include "reference/real/f128.h"
 #include "reference/real/f64.h"

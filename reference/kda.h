@@ -48,7 +48,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/tensor.h"
+#include "harness/core/tensor.h"
 #include "reference/kda_params.h"
 #include "reference/real/tier.h"
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 #include "reference/real/real_ops.h"
 
 namespace dg {

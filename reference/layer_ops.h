@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/tensor.h"
+#include "harness/core/tensor.h"
 #include "reference/real/tier.h"
 
 namespace dg {

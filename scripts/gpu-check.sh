@@ -68,7 +68,7 @@ step() {
     "$@" >"$log" 2>&1
   fi
   rc=$?
-  # (a killed step's workers end with it: harness/worker.h exit_with_parent)
+  # (a killed step's workers end with it: harness/isolation/worker.h exit_with_parent)
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "   timed out at the budget's end" | tee -a "$summary"; fi
   echo "   exit $rc in $((SECONDS - t0)) s ($(basename "$log"))" | tee -a "$summary"
   [ $rc -eq 0 ] || failed=$((failed + 1))

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg::cheats {
 

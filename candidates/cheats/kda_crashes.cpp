@@ -1,5 +1,5 @@
 // Candidates that crash, hang, exhaust memory or throw. Each must become an ERRORED row with its
-// cause (harness/worker.h), never take the harness down.
+// cause (harness/isolation/worker.h), never take the harness down.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

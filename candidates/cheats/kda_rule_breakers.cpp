@@ -1,5 +1,5 @@
 // Candidates that return (nearly) right answers while breaking a harness rule. Each comment names
-// the worker rule that catches it (harness/worker_main.h).
+// the worker rule that catches it (harness/isolation/worker_main.h).
 #include <cstring>
 #include <map>
 #include <mutex>

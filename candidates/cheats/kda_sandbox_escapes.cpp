@@ -2,7 +2,7 @@
 // candidates read, leave processes behind, write outside their own directory, flood their output,
 // forge the outputs file. Each computes a worse answer than the base (the low 12 mantissa bits of
 // every output cleared: about 11 bits, where the base keeps about 22) or breaks a rule, so it is
-// REJECTed; its attack, where the sandbox (harness/sandbox.h) did not stop it, would make the gate
+// REJECTed; its attack, where the sandbox (harness/isolation/sandbox.h) did not stop it, would make the gate
 // judge it against other inputs, or hurt the rows after it. Processes they start are named
 // "dg_escapee" (comm), so a test can check none survives.
 #include <dirent.h>
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "candidates/cheats/kda_cheat.h"
-#include "harness/safetensors.h"
+#include "harness/core/safetensors.h"
 
 namespace dg::cheats {
 namespace {

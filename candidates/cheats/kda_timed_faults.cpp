@@ -1,6 +1,6 @@
 // Candidates that are honest in their check runs and fail only while timed: they crash or hang once
 // they have been called more often than a worker's two check runs, as happens in the timing worker
-// (harness/timing_worker.h), which calls a candidate many times in a process of its own. Each must
+// (harness/timing/timing_worker.h), which calls a candidate many times in a process of its own. Each must
 // become an ERRORED check of its case ("timing"), the other cases still judged and the verdict files
 // written (gate), or an ERRORED row (bench): never an abort of driftgate. And one that supports no
 // case at all: a gate that judged nothing is CANNOT_JUDGE, never MERGE.

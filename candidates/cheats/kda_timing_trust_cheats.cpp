@@ -1,4 +1,4 @@
-// Cheats aimed at what the timing process can measure about itself (harness/timing_worker.h): both
+// Cheats aimed at what the timing process can measure about itself (harness/timing/timing_worker.h): both
 // compute the honest result; both would look faster to a timer inside their own process.
 //   kda_cheat_slow_clock     1.3x slower than the honest kernel, and patches the C library's
 //                            clock_gettime in its own process so that CLOCK_MONOTONIC
@@ -45,7 +45,7 @@
 
 #include "candidates/cheats/kda_cheat.h"
 #include "candidates/cheats/process_cheats.h"
-#include "harness/threads.h"
+#include "harness/core/threads.h"
 
 namespace dg {
 namespace {

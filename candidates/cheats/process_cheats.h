@@ -2,7 +2,7 @@
 // (kda_timing_trust_cheats.cpp) and the cheating test plugins (tests/attacks/timing_cheat_plugin.cpp).
 // Header-only and free of driftgate's own types, so that a plugin built on the C ABI alone can use
 // it. Each attack runs in the process of the candidate that uses it; driftgate's defence is to
-// measure from outside that process (harness/timing_worker.h).
+// measure from outside that process (harness/timing/timing_worker.h).
 //
 //   half-speed clock   patches the C library's clock_gettime so that CLOCK_MONOTONIC loses `stolen`
 //                      nanoseconds: a cheat adds half of each of its calls, and a timer in its

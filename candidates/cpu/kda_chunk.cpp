@@ -48,7 +48,7 @@
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace kda_cpu {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>

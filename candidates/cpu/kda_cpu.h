@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "harness/tensor.h"
-#include "harness/threads.h"
+#include "harness/core/tensor.h"
+#include "harness/core/threads.h"
 #include "reference/kda_params.h"
 
 namespace dg {

@@ -18,7 +18,7 @@
 
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace kda_cpu {

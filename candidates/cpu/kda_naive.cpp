@@ -17,7 +17,7 @@
 
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 #include "reference/kda.h"
 
 namespace dg {

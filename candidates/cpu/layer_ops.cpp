@@ -15,7 +15,7 @@
 #include "candidates/cpu/kda_cpu.h"
 #include "harness/ops/kda_op.h"
 #include "harness/ops/layer_ops.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace {

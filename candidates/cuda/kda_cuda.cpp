@@ -2,7 +2,7 @@
 // and NOT_SUPPORTED rows are the same with and without CUDA.
 #include "candidates/cuda/kda_cuda.h"
 
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace {

@@ -6,7 +6,7 @@
 // NotSupported with its reason when there is no device, so a row says "no CUDA device" and never
 // crashes. Every CUDA call is checked (DG_CUDA), and every launch right after it (DG_LAUNCHED).
 //
-// Timing (harness/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
+// Timing (harness/timing/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
 // reset, L2 flushed by reading a buffer twice its size (a read, not a memset: a memset would leave
 // L2 full of dirty lines, and the kernel would pay for their write-back), device synchronised; a
 // 100 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
@@ -47,9 +47,9 @@
 
 #include "candidates/cpu/kda_cpu.h"
 #include "candidates/cuda/device.h"
-#include "harness/device_timing.h"
+#include "harness/timing/device_timing.h"
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 #include "reference/kda_params.h"
 
 namespace dg {

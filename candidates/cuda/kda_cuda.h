@@ -17,11 +17,11 @@
 // Tensors in `in` and `out` may live on the host or on the device (Tensor::device()); the drivers
 // keep decode pools on the device between steps when device memory is registered. Launches are
 // checked one by one; inside a DeviceTimingScope (the bench runner) each launch is timed by events
-// as harness/device_timing.h describes.
+// as harness/timing/device_timing.h describes.
 #pragma once
 
-#include "harness/case.h"
-#include "harness/tensor.h"
+#include "harness/cases/case.h"
+#include "harness/core/tensor.h"
 
 namespace dg {
 

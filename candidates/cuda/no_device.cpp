@@ -2,7 +2,7 @@
 // NotSupported with the same reason, and no device memory is registered.
 #include "candidates/cuda/device.h"
 #include "candidates/cuda/kda_cuda.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 #include <stdexcept>
 

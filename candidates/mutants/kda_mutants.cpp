@@ -5,7 +5,7 @@
 #include "candidates/cpu/kda_cpu.h"
 #include "candidates/mutants/kda_variant.h"
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg::mutants {
 namespace {

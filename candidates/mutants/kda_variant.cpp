@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 
 namespace dg::mutants {
 namespace {

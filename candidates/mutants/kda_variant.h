@@ -21,14 +21,14 @@
 //   equivalents  f64 accumulation of both dot products; the decay fused into the write
 //                (S = fma(a, S, k r^T), residual through a*k); reductions over d in reverse order;
 //                a V-first state in memory (K loop inside)
-// Candidates register with algorithm "mutant" or "equivalent" (harness/registry.h: is_variant), so
+// Candidates register with algorithm "mutant" or "equivalent" (harness/cases/registry.h: is_variant), so
 // no default candidate set and no selftest picks them up; each claims f32 input, state and output,
 // as the kernel it imitates does.
 #pragma once
 
 #include <cstdint>
 
-#include "harness/tensor.h"
+#include "harness/core/tensor.h"
 #include "reference/kda_params.h"
 
 namespace dg::mutants {

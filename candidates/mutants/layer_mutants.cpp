@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 #include "harness/ops/layer_ops.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg::mutants {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "harness/ops/kda_op.h"
-#include "harness/registry.h"
-#include "harness/rng.h"
+#include "harness/cases/registry.h"
+#include "harness/core/rng.h"
 #include "reference/kda.h"
 
 namespace dg {

@@ -22,7 +22,7 @@
 
 #include "harness/ops/kda_op.h"
 #include "harness/ops/layer_ops.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 #include "reference/certify.h"
 #include "reference/kda.h"
 #include "reference/layer_ops.h"

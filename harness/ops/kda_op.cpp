@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/registry.h"
-#include "harness/threads.h"
+#include "harness/cases/registry.h"
+#include "harness/core/threads.h"
 #include "reference/kda.h"
 
 namespace dg {
@@ -156,7 +156,7 @@ void kda_validate(const Case& c) {
   if (p.scale < 0) fail(fmt::format("scale must be >= 0, got {}", p.scale));
   if (!p.use_A_log && p.gate == KdaGate::softplus) fail("a_log=0 is only allowed with gate=lower_bound");
   // Every element count and index product the op forms, in checked arithmetic (the memory check
-  // then sizes the case: harness/case_memory.h).
+  // then sizes the case: harness/cases/case_memory.h).
   checked_product(op + ": B*T*H*K", {p.B, p.T, p.H, p.K});
   checked_product(op + ": B*T*HV*V", {p.B, p.T, p.HV, p.V});
   checked_product(op + ": B*T*HV*K", {p.B, p.T, p.HV, p.K});

@@ -4,9 +4,9 @@
 // in reference/kda.h; their regimes are in datasets/regimes.cpp.
 #pragma once
 
-#include "harness/case.h"
-#include "harness/registry.h"
-#include "harness/tensor.h"
+#include "harness/cases/case.h"
+#include "harness/cases/registry.h"
+#include "harness/core/tensor.h"
 #include "reference/kda_params.h"
 
 namespace dg {
@@ -18,7 +18,7 @@ KdaParams kda_params(const Case& c);
 // (without the varlen `seqlens` for decode ops), its constraints, and one token of a [B,T,...]
 // tensor as a [B,1,...] tensor.
 std::vector<ParamSpec> kda_param_specs(bool varlen);
-// The coverage axes of the KDA ops beyond their parameters' values (harness/coverage.h).
+// The coverage axes of the KDA ops beyond their parameters' values (harness/cases/coverage.h).
 std::vector<CoverageAxis> kda_coverage_axes(bool varlen);
 void kda_validate(const Case& c);
 Tensor token_slice(const Tensor& full, int64_t t);

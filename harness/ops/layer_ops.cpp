@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 #include "reference/certify.h"
 #include "reference/layer_ops.h"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/case.h"
-#include "harness/tensor.h"
+#include "harness/cases/case.h"
+#include "harness/core/tensor.h"
 #include "reference/layer_ops.h"
 
 namespace dg {

@@ -129,7 +129,7 @@ typedef struct dg_candidate_info {
 /* driftgate_run's answer for "this candidate does not implement this case" (not an error): the row
  * is NOT_SUPPORTED with the message. Every other nonzero value is an error (ERRORED). The value
  * mirrors Linux's EOPNOTSUPP; exec programs answer the same with exit code 95
- * (harness/exec_candidate.h). */
+ * (harness/isolation/exec_candidate.h). */
 #define DG_NOT_SUPPORTED 95
 
 /* Returns DRIFTGATE_ABI_VERSION as the plugin was built. */

@@ -14,7 +14,7 @@ exits with its code: define it after everything it calls. Imported, the decorato
 function unchanged, with `.main(argv)` to run it as the command does (returning the exit code);
 driftgate.run(fn, argv) does the same for any undecorated function.
 
-Exit codes (harness/exec_candidate.h):
+Exit codes (harness/isolation/exec_candidate.h):
     0    outputs written
     95   NotSupported raised (kExecNotSupported): a NOT_SUPPORTED row, its message on stderr
     1    any other exception (its traceback on stderr) or an output missing, extra or mis-shaped
@@ -31,7 +31,7 @@ from driftgate.exec_io import OutputError, read_inputs, write_outputs
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_NOT_SUPPORTED = 95   # harness/exec_candidate.h kExecNotSupported, candidate_abi.h DG_NOT_SUPPORTED
+EXIT_NOT_SUPPORTED = 95   # harness/isolation/exec_candidate.h kExecNotSupported, candidate_abi.h DG_NOT_SUPPORTED
 
 
 class NotSupported(Exception):

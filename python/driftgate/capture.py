@@ -6,7 +6,7 @@
         model(tokens)
     # driftgate verify --inputs kda_inputs.safetensors --case 'kda(T=4096,...)' --candidate ...
 
-What the file must hold (harness/main.cpp stored_inputs, OpSpec::check_inputs): exactly the case's
+What the file must hold (harness/cli/main.cpp stored_inputs, OpSpec::check_inputs): exactly the case's
 input tensors, each under the op's name for it, in the dtype and shape the case stores it in. For
 kda: q, k [B,T,H,K], v [B,T,HV,V], g [B,T,HV,K], beta [B,T,HV] in the case's dtype; with a softplus
 gate A_log [HV] and dt_bias [HV*K] in F32; h0 [B,HV,K,V] F32 with an initial state; cu_seqlens I64

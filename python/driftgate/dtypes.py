@@ -10,7 +10,7 @@
     I64           i64        numpy.int64
     I32           i32        numpy.int32
 
-convert(a, "BF16") rounds once to nearest even, as driftgate's own converter (harness/dtype.h
+convert(a, "BF16") rounds once to nearest even, as driftgate's own converter (harness/core/dtype.h
 round_to) does: widening is exact; numpy's f64 -> f32 and f64 -> f16 casts round once; an f64 array
 bound for bf16 or fp8 is first rounded to f32 *to odd* (the f32 nearest toward zero, its last
 significand bit set when inexact), which keeps the f32 -> target rounding from being a second one
@@ -19,7 +19,7 @@ significand bit set when inexact), which keeps the f32 -> target rounding from b
 import ml_dtypes
 import numpy as np
 
-# .safetensors dtype -> numpy dtype, in driftgate's order (harness/safetensors.h).
+# .safetensors dtype -> numpy dtype, in driftgate's order (harness/core/safetensors.h).
 NUMPY = {
     "F64": np.dtype(np.float64),
     "F32": np.dtype(np.float32),

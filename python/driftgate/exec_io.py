@@ -1,4 +1,4 @@
-"""The exec-candidate file contract (harness/exec_candidate.h), read and written.
+"""The exec-candidate file contract (harness/isolation/exec_candidate.h), read and written.
 
 driftgate runs an exec candidate as `CMD {in} {out}`. {in} holds every input tensor of the case
 under its own name, in the case's stored dtype (every in-out tensor too: kda_decode's "state"), and

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 
 namespace dg {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exec candidates that attack the harness around them (tests/harness/sandbox_test.cpp runs them):
+"""Exec candidates that attack the harness around them (tests/harness/isolation/sandbox_test.cpp runs them):
 
     attack_exec.py MODE {in} {out}
 

@@ -1,4 +1,4 @@
-/* A plugin whose candidates attack the harness around them (tests/harness/sandbox_test.cpp loads it).
+/* A plugin whose candidates attack the harness around them (tests/harness/isolation/sandbox_test.cpp loads it).
  * Each fills its outputs with 1.0 (an INCORRECT row of its own: what is tested is what it does to
  * the harness and to the rows after it), then:
  *   kda_plugin_rewrite_f32  overwrites the second half of its inputs (the --in-fd descriptor, or the

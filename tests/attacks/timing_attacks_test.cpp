@@ -1,4 +1,4 @@
-// Timing the candidate cannot touch (harness/timing_worker.h): the rules judged on numbers
+// Timing the candidate cannot touch (harness/timing/timing_worker.h): the rules judged on numbers
 // (judge_timing), the hook bench_runner calls around every timed call, and the gate with
 // `--threads 1` against each cheat, built-in, plugin and exec, and against honest candidates.
 // No speed thresholds: the assertions are verdicts and rule names.
@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/bench_runner.h"
-#include "harness/registry.h"
-#include "harness/threads.h"
-#include "harness/timing_worker.h"
+#include "harness/timing/bench_runner.h"
+#include "harness/cases/registry.h"
+#include "harness/core/threads.h"
+#include "harness/timing/timing_worker.h"
 #include "tests/run_driftgate.h"
 
 namespace dg {
@@ -310,7 +310,7 @@ TEST(TimingGate, PluginCoreThiefBreaksRuleBaseAlone) {
   expect_rejected_by(r, "base_alone");
 }
 
-// An exec program's children are judged by CPU-seconds per second only (harness/timing_worker.h):
+// An exec program's children are judged by CPU-seconds per second only (harness/timing/timing_worker.h):
 // on a loaded machine two processes sharing busy cores look like one, so this runs when the
 // machine has a core to spare.
 TEST(TimingGate, ExecTwoProcessesIsRejected) {

@@ -11,9 +11,9 @@
 
 #include "candidates/cuda/emu/cuda_emu.h"
 #include "candidates/cuda/kda_cuda.h"
-#include "harness/device_timing.h"
-#include "harness/registry.h"
-#include "harness/verify.h"
+#include "harness/timing/device_timing.h"
+#include "harness/cases/registry.h"
+#include "harness/judge/verify.h"
 #include "harness/ops/kda_op.h"
 
 namespace dg {

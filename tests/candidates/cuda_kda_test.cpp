@@ -10,9 +10,9 @@
 #include <cstdlib>
 
 #include "candidates/cuda/device.h"
-#include "harness/device_timing.h"
-#include "harness/registry.h"
-#include "harness/verify.h"
+#include "harness/timing/device_timing.h"
+#include "harness/cases/registry.h"
+#include "harness/judge/verify.h"
 
 namespace dg {
 namespace {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/safetensors.h"
+#include "harness/core/safetensors.h"
 #include "tests/run_driftgate.h"
 
 namespace dg {

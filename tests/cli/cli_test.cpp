@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "candidates/cuda/device.h"
-#include "harness/safetensors.h"
+#include "harness/core/safetensors.h"
 #include "tests/run_driftgate.h"
 
 namespace dg {
@@ -643,7 +643,7 @@ TEST(CliVerdict, NoTimeSaysPrecisionOnlyAndClaimNeedsTiming) {
   EXPECT_EQ(j["verdict_text"], "MERGE (precision only)");
   EXPECT_TRUE(junit_valid(out + "/junit.xml"));
   EXPECT_THAT(slurp(out + "/junit.xml"), HasSubstr("<skipped message=\"not timed (--no-time)"));
-  // One case leaves most of the op's values unexercised: the gate says which (harness/coverage.h).
+  // One case leaves most of the op's values unexercised: the gate says which (harness/cases/coverage.h).
   EXPECT_THAT(r.err, HasSubstr("warning: these cases never exercise"));
   EXPECT_THAT(j["coverage_gaps"], ::testing::Contains("layout=vfirst"));
   EXPECT_THAT(slurp(out + "/verdict.md"), HasSubstr("Not exercised by these cases"));

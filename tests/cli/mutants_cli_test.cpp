@@ -1,5 +1,5 @@
 // `driftgate mutants` end to end: bad input exits 2 before any work with the problem named and
-// nothing written; the kill matrix JSON has its documented fields (harness/mutants.h); and the
+// nothing written; the kill matrix JSON has its documented fields (harness/judge/mutants.h); and the
 // committed kill rate of kda-smoke (datasets/kill_rates.json) still holds: a change to the suite,
 // the rules or the mutants that lets more mutants through fails here.
 #include <unistd.h>

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/case.h"
-#include "harness/policy.h"
+#include "harness/cases/case.h"
+#include "harness/judge/policy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

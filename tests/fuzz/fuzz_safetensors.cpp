@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "harness/safetensors.h"
+#include "harness/core/safetensors.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/json_limits.h"
-#include "harness/report.h"
+#include "harness/core/json_limits.h"
+#include "harness/report/report.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

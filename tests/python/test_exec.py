@@ -118,7 +118,7 @@ class ByHand(unittest.TestCase):
         self.assertEqual(meta["candidate"], "kda_exec_spy_f32")
         r = self.run_script(candidate("not_supported.py"), self.inp, out)
         self.assertEqual(r.returncode, driftgate.EXIT_NOT_SUPPORTED)
-        self.assertEqual(r.returncode, 95)   # harness/exec_candidate.h kExecNotSupported
+        self.assertEqual(r.returncode, 95)   # harness/isolation/exec_candidate.h kExecNotSupported
         self.assertIn("no case is supported here", r.stderr)
         r = self.run_script(candidate("wrong_shape.py"), self.inp, out)
         self.assertEqual(r.returncode, 1)

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 #include "reference/kda.h"
 
 namespace dg {

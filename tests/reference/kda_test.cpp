@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 
 namespace dg {
 namespace {

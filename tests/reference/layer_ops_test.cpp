@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "harness/case.h"
+#include "harness/cases/case.h"
 
 namespace dg {
 namespace {

@@ -41,7 +41,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 
 // --- qualifiers --------------------------------------------------------------------------------------
 #define __global__

@@ -5,7 +5,7 @@
         --candidate kda_exec_numpy_f32 --case 'kda(T=64,H=1,K=16,V=16,regime=kimi_linear,dtype=bf16,seed=0)'
 
 driftgate writes the case's inputs to {in} and reads the outputs from {out}
-(harness/exec_candidate.h documents the contract); the driftgate Python package (python/, installed
+(harness/isolation/exec_candidate.h documents the contract); the driftgate Python package (python/, installed
 into .venv by scripts/setup.sh) reads and writes both: the inputs arrive widened to f32 (bf16
 exactly), the outputs are converted to the dtypes {in} asks for with one rounding.
 

@@ -15,7 +15,7 @@
 
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/registry.h"
+#include "harness/cases/registry.h"
 
 namespace dg {
 namespace {

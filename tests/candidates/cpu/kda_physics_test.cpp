@@ -6,7 +6,7 @@
 // and in the last bucket before 64K, for both decode candidates on the same inputs.
 #include <gtest/gtest.h>
 
-#include "harness/verify.h"
+#include "harness/judge/verify.h"
 
 namespace dg {
 namespace {

@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "harness/registry.h"
-#include "harness/verify.h"
+#include "harness/cases/registry.h"
+#include "harness/judge/verify.h"
 
 namespace dg {
 namespace {

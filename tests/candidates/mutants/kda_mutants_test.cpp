@@ -1,4 +1,4 @@
-// The KDA mutants and equivalent variants (candidates/mutants/) judged by harness/mutants.h in this
+// The KDA mutants and equivalent variants (candidates/mutants/) judged by harness/judge/mutants.h in this
 // process: every mutant is rejected on a named case that exercises its bug, every equivalent
 // variant merges on all of them, no variant joins a default candidate set or selftest's canaries,
 // and a cell of the kill matrix is the verdict `gate --no-time` gives on that case.
@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "harness/gate_run.h"
-#include "harness/mutants.h"
+#include "harness/judge/gate_run.h"
+#include "harness/judge/mutants.h"
 
 namespace dg {
 namespace {

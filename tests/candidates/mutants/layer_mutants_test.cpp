@@ -1,12 +1,12 @@
 // The layer-op mutants and equivalent variants (candidates/mutants/layer_mutants.cpp), judged in this
-// process by harness/mutants.h: each mutant is rejected on the case named for it, each equivalent
+// process by harness/judge/mutants.h: each mutant is rejected on the case named for it, each equivalent
 // variant merges on every case.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "harness/mutants.h"
+#include "harness/judge/mutants.h"
 
 namespace dg {
 namespace {

@@ -1,0 +1,197 @@
+// The registries: ops (OpSpec), candidates and regimes. Everything registers itself in one statement
+// beside its definition; `driftgate list` prints the registries.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/cases/case.h"
+#include "harness/core/tensor.h"
+#include "reference/certify.h"
+#include "reference/real/tier.h"
+
+namespace dg {
+
+enum class TensorRole : uint8_t { input, output, inout };
+
+struct TensorSpec {
+  std::string name;
+  TensorRole role;
+  std::string doc;
+};
+
+class Candidate;
+
+// Reference outputs: doubles rounded to odd from the tier's value (one RNE gives the correctly
+// rounded value in any format), in each output tensor's layout; NaN outside a sampled region.
+using RefOutputs = std::map<std::string, std::vector<double>>;
+
+// How a sequence output's elements map to context positions, for drift curves: element i belongs
+// to token i / inner, at position token_position[token] within its own sequence.
+struct Positions {
+  std::vector<int64_t> token_position;
+  int64_t inner = 1;
+};
+
+// The dtypes a candidate moves its data in, for OpSpec::bytes, the floor of the physical-bound rule:
+// inputs count at the narrower of the case's dtype and `input` (a candidate that reads its inputs
+// rounded moves no more than that), outputs at the narrower of the case's and `output`, states at
+// `state`. The default counts a case's inputs and outputs at the case's own dtype and f32 states.
+struct Storage {
+  DType input = DType::f64, state = DType::f32, output = DType::f64;
+  double input_bytes(DType case_dtype) const;    // per element
+  double output_bytes(DType case_dtype) const;
+  double state_bytes() const;
+};
+
+// A stored input of a case: the exact dtype and shape the op reads it in.
+struct InputSpec {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+// An axis of coverage: its values, and which of them a case exercises (one or more).
+struct CoverageAxis {
+  std::string name;
+  std::vector<std::string> values;
+  std::function<std::vector<std::string>(const Case&)> of;
+};
+
+// One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
+// reference, and how the harness drives a candidate.
+struct OpSpec {
+  std::string name;
+  std::string doc;
+  std::vector<ParamSpec> params;
+  std::vector<TensorSpec> tensors;
+  // Checks constraints the parameter types cannot express (HV % H == 0, K <= 256, ...); throws
+  // InputError naming the problem.
+  std::function<void(const Case&)> validate;
+  // Every stored input of a case (what the regime's generator writes), with its exact dtype and shape.
+  // check_inputs refuses a missing tensor, another dtype, another shape and any name not here;
+  // case_memory_bytes (harness/cases/case_memory.h) sizes a case from it before anything is allocated.
+  std::function<std::map<std::string, InputSpec>(const Case&)> inputs;
+  // Shapes of the output and in-out tensors of a case.
+  std::function<std::map<std::string, std::vector<int64_t>>(const Case&)> output_shapes;
+  // Checks stored inputs (names, dtypes, shapes, finiteness) against the case; throws InputError.
+  std::function<void(const Case&, const TensorMap&)> check_inputs;
+  // The reference on the given inputs at a tier; `max_tokens` < 0 means the whole case.
+  std::function<RefOutputs(const Case&, const TensorMap&, Tier, int64_t max_tokens)> reference;
+  // Certification: recomputes at the next tier up (on a documented sample when costly) and returns
+  // the agreement in bits and what was sampled. Throws InputError when no tier is above `tier`.
+  std::function<Certification(const Case&, const TensorMap&, Tier)> certify;
+  // Outputs that are sequences, with their element -> position map.
+  std::function<std::map<std::string, Positions>(const Case&)> positions;
+  // Runs a candidate over a whole case. Empty: call candidate.run once with every output allocated.
+  // Stateful ops (decode) drive the candidate step by step here.
+  std::function<void(const Candidate&, const Case&, const TensorMap& in, TensorMap& out)> drive;
+  // Work of one case (for throughput rows): floating-point operations, and the bytes a candidate
+  // with storage `s` moves at least (decode steps read and write the state every step).
+  std::function<double(const Case&)> flops;
+  std::function<double(const Case&, const Storage& s)> bytes;
+  // Axes of coverage beyond the parameters' own values (harness/cases/coverage.h): shapes and layouts
+  // where bugs live (GVA ratios, B > 1, odd dims, lengths past a counter's range, varlen edges).
+  std::vector<CoverageAxis> coverage;
+};
+
+// A regime: a named, documented input distribution of an op, with parameter defaults it implies
+// (a gate mode, a varlen layout, head sizes). The generator fills every input tensor of a case.
+struct Regime {
+  std::string name;
+  std::string op;
+  std::string doc;
+  std::map<std::string, std::string> defaults;
+  std::function<void(const Case&, TensorMap&)> generate;
+};
+
+void register_regime(Regime r);
+const Regime* find_regime(std::string_view op, std::string_view name);
+std::vector<const Regime*> all_regimes();
+
+void register_op(OpSpec spec);
+const OpSpec* find_op(std::string_view name);     // nullptr when unknown
+std::vector<const OpSpec*> all_ops();
+
+// A candidate: an implementation under test. Names are <op>_<backend>_<algo>_<dtype>.
+struct CandidateInfo {
+  std::string name;
+  std::string op;           // the op it implements ("kda", "kda_decode")
+  std::string backend;      // cpu, cuda, plugin, exec
+  std::string algorithm;    // recurrent, chunk, ...
+  DType input_dtype;        // the precision it reads its inputs in (it rounds wider inputs itself)
+  DType state_dtype;        // the precision of its recurrent state between tokens or steps
+  DType output_dtype;       // the dtype of its outputs, and of their ULP scoring
+  std::string doc;
+  Storage storage() const { return {input_dtype, state_dtype, output_dtype}; }
+};
+
+// The dtype the harness allocates a candidate's output tensor in: its state dtype for states ("ht",
+// and the in-out "state" pool of decode steps), its output dtype for everything else.
+inline DType output_dtype(const std::string& name, const CandidateInfo& info) {
+  return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
+}
+
+// Where an op's driver keeps a candidate's in-out pools (decode states, conv states) between the
+// steps it drives: in device memory for a CUDA candidate when this build registered it, so that a
+// state never crosses the bus between steps (as in a serving engine); in host memory otherwise.
+inline Device pool_device(const CandidateInfo& info) {
+  return info.backend == "cuda" && has_device_ops(Device::cuda) ? Device::cuda : Device::host;
+}
+
+// Canaries: the built-in null candidates (backend "null") and the cheating ones (algorithm "cheat")
+// that exist to be caught (driftgate selftest). They never join a default candidate set.
+inline bool is_canary(const CandidateInfo& i) { return i.backend == "null" || i.algorithm == "cheat"; }
+// Variants: the built-in mutants (algorithm "mutant": one deliberate bug each) and equivalent
+// variants (algorithm "equivalent": legitimate rewrites) that `driftgate mutants` runs to measure a
+// suite's strength (candidates/mutants/). Not canaries (selftest leaves them out) and never part of
+// a default candidate set either.
+inline bool is_variant(const CandidateInfo& i) { return i.algorithm == "mutant" || i.algorithm == "equivalent"; }
+// A candidate that verify runs when no --candidate is given: neither a canary nor a variant.
+inline bool in_default_set(const CandidateInfo& i) { return !is_canary(i) && !is_variant(i); }
+
+// Thrown by a candidate that cannot run here or on this case: no CUDA device, a layout it does not
+// implement. The row becomes NOT_SUPPORTED with what() as its reason (never ERRORED, never a failed
+// verify; a gate cannot merge a patch it could not run).
+struct NotSupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// run(case, in, out): `out` holds the output (and in-out) tensors, allocated by the harness in the
+// candidate's output dtype (in-out tensors in its state dtype, already filled); the candidate writes
+// every element of them and must not touch `in`.
+using RunFn = std::function<void(const Case&, const TensorMap& in, TensorMap& out)>;
+
+class Candidate {
+ public:
+  Candidate(CandidateInfo info, RunFn run) : info_(std::move(info)), run_(std::move(run)) {}
+  const CandidateInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  void run(const Case& c, const TensorMap& in, TensorMap& out) const { run_(c, in, out); }
+
+ private:
+  CandidateInfo info_;
+  RunFn run_;
+};
+
+void register_candidate(CandidateInfo info, RunFn run);
+const Candidate* find_candidate(std::string_view name);   // nullptr when unknown
+// The candidate, or an InputError naming it and listing the known ones.
+const Candidate& require_candidate(std::string_view name);
+std::vector<const Candidate*> all_candidates();
+
+// Static-init registration, one statement beside the definition:
+//   DG_REGISTER_CANDIDATE(kda_cpu_chunk_f32, {"kda_cpu_chunk_f32", "kda", "cpu", ...}, run_fn);
+struct Registrar {
+  Registrar(CandidateInfo info, RunFn run) { register_candidate(std::move(info), std::move(run)); }
+  explicit Registrar(OpSpec spec) { register_op(std::move(spec)); }
+  explicit Registrar(Regime r) { register_regime(std::move(r)); }
+};
+#define DG_REGISTER_CANDIDATE(id, ...) static const ::dg::Registrar dg_registrar_##id(__VA_ARGS__)
+#define DG_REGISTER_OP(id, ...) static const ::dg::Registrar dg_registrar_op_##id(__VA_ARGS__)
+#define DG_REGISTER_REGIME(id, ...) static const ::dg::Registrar dg_registrar_regime_##id(__VA_ARGS__)
+
+}  // namespace dg
