@@ -1,4 +1,4 @@
-// Input distributions of the generators (datasets/*regimes.cpp): a Dist fills a block of a tensor's
+// Input distributions of the generators (datasets/<op>.cpp): a Dist fills a block of a tensor's
 // elements from the tensor's counter-based stream (harness/core/rng.h), so element i is a pure function
 // of (seed, case string, tensor name, i) whatever the blocking and the thread count.
 #pragma once

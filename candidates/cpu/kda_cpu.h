@@ -41,7 +41,7 @@ void kda_decode_cpu_naive_f32(const KdaParams& p, const TensorMap& in, TensorMap
 void kda_cpu_chunk_f32(const KdaParams& p, const TensorMap& in, TensorMap& out);
 void kda_cpu_chunk_bf16(const KdaParams& p, const TensorMap& in, TensorMap& out);
 
-// The chunk-boundary bugs of the chunk form (candidates/mutants/kda_mutants.cpp registers each as a
+// The chunk-boundary bugs of the chunk form (candidates/mutants/kda.cpp registers each as a
 // mutant of kda_cpu_chunk_f32; none is the honest kernel):
 //   gamma_by_difference  gamma - G_i as the difference of two inclusive cumsums instead of its own
 //                        reverse scan (the reverse-cumsum pitfall: loses |G| 2^-24 per channel,

@@ -17,7 +17,7 @@
 
 #include "candidates/cpu/kda_chunk.h"
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 
 namespace dg {

@@ -48,7 +48,7 @@
 #include "candidates/cpu/kda_cpu.h"
 #include "candidates/cuda/device.h"
 #include "harness/timing/device_timing.h"
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 #include "reference/kda_params.h"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 #include "harness/core/rng.h"
 #include "reference/kda.h"

@@ -14,7 +14,7 @@
 #include "harness/timing/device_timing.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 
 namespace dg {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "datasets/suites.h"
 #include "harness/cases/case_memory.h"
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 #include "harness/judge/verify.h"
 #include "harness/cases/registry.h"
 

@@ -80,7 +80,7 @@ TEST(Worker, HonestCandidatePassesEveryCheckWithTheSameBitsAsInProcess) {
 }
 
 TEST(Worker, OpsWithADriverRunThroughIt) {
-  // kda_decode drives its candidate token by token against a state pool (harness/ops/kda_op.cpp).
+  // kda_decode drives its candidate token by token against a state pool (harness/ops/kda.cpp).
   const std::string c = "kda_decode(T=8,B=2,H=1,K=16,V=16,regime=kimi_linear,dtype=f32,seed=0)";
   WorkerRequest req = request("kda_decode_cpu_f32");
   req.case_str = c;

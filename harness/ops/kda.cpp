@@ -1,6 +1,7 @@
-// OpSpecs of kda and kda_decode: parameters, tensors, constraints, reference and driver.
-#include "harness/ops/kda_op.h"
-#include "harness/ops/layer_ops.h"
+// OpSpecs of kda and kda_decode: parameters, tensors, constraints, reference and driver. kda_decode
+// lives here, not in a file of its own: it is KDA's decode form, made by the same spec function
+// (kda_spec(decode)) from the same parameters, reference and regimes (datasets/kda.cpp).
+#include "harness/ops/kda.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "harness/cases/registry.h"
 #include "harness/core/threads.h"
+#include "harness/ops/op_common.h"
 #include "reference/kda.h"
 
 namespace dg {
@@ -173,7 +175,7 @@ std::map<std::string, std::vector<int64_t>> kda_output_shapes(const Case& c) {
 }
 
 // The stored inputs: q, k, v, g, beta in the case's dtype; A_log, dt_bias and h0 in f32;
-// cu_seqlens (varlen cases) in i64 (datasets/regimes.cpp writes exactly these).
+// cu_seqlens (varlen cases) in i64 (datasets/kda.cpp writes exactly these).
 std::map<std::string, InputSpec> kda_inputs(const Case& c) {
   KdaParams p = kda_params(c);
   const DType dt = c.dtype();

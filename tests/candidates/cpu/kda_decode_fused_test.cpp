@@ -1,7 +1,8 @@
-// The CPU candidates of causal_conv1d, rmsnorm_gated and kda_decode_fused against their references
-// (through verify, as a user runs them), and kernels that break each op's semantics being caught:
-// a conv that drops its initial state, a norm with eps outside the square root, a fused step that
-// forgets its conv states between steps.
+// The CPU candidate of kda_decode_fused against its composed reference (through verify, as a user
+// runs it), and kernels that break each op of the decode layer being caught: a conv that drops its
+// initial state, a norm with eps outside the square root, a fused step that forgets its conv states
+// between steps. (One test, LayerOpsCpu.BrokenKernelsAreCaught, checks the three together, so the
+// broken conv and norm kernels are registered here too.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -60,30 +61,6 @@ const OutputResult& output(const Record& r, const std::string& name) {
   throw std::runtime_error("no output " + name);
 }
 
-TEST(LayerOpsCpu, ConvMatchesTheReferenceInEveryRegime) {
-  for (const char* c : {"causal_conv1d(T=64,B=2,D=96,regime=kimi_linear,dtype=bf16,seed=1)",
-                        "causal_conv1d(T=5,B=3,D=17,W=8,regime=kimi_linear,dtype=f32,seed=2)",
-                        "causal_conv1d(T=40,D=32,W=2,silu=0,state=0,regime=kimi_linear,dtype=f16,seed=3)"}) {
-    Record r = verify_one("causal_conv1d_cpu_direct_f32", c, Tier::dd);
-    EXPECT_EQ(r.disposition, Disposition::PASSED) << c << ": " << r.reason;
-    EXPECT_GT(output(r, "y").metrics.bits, 22.0) << c;    // f32 arithmetic on W <= 8 taps
-    EXPECT_GT(output(r, "state").metrics.bits, 60.0) << c; // the state is a copy of inputs
-  }
-  // Cancellation costs the f32 kernel bits relative to its output, as the regime intends.
-  Record cancel = verify_one("causal_conv1d_cpu_direct_f32", "causal_conv1d(T=64,D=64,regime=cancel,seed=0)");
-  EXPECT_EQ(cancel.disposition, Disposition::PASSED) << cancel.reason;
-  EXPECT_LT(output(cancel, "y").metrics.bits, 20.0);
-  EXPECT_GT(output(cancel, "y").metrics.bits, 10.0);
-}
-
-TEST(LayerOpsCpu, NormMatchesTheReferenceInEveryRegime) {
-  for (const char* regime : {"kimi_linear", "tiny_rms", "saturated_gate"}) {
-    Record r = verify_one("rmsnorm_gated_cpu_f32", std::string("rmsnorm_gated(N=64,D=100,regime=") + regime + ")");
-    EXPECT_EQ(r.disposition, Disposition::PASSED) << regime << ": " << r.reason;
-    EXPECT_GT(output(r, "y").metrics.bits, 21.0) << regime;
-  }
-}
-
 TEST(LayerOpsCpu, FusedStepMatchesTheComposedReference) {
   for (const char* c : {"kda_decode_fused(T=24,B=3,H=2,K=32,V=32,regime=kimi_linear,seed=1)",
                         "kda_decode_fused(T=24,B=2,H=1,HV=2,K=32,V=16,regime=glm_safe_gate,seed=2)",
@@ -109,12 +86,6 @@ TEST(LayerOpsCpu, BrokenKernelsAreCaught) {
   Record fused = verify_one("kda_decode_fused_test_forget_f32", "kda_decode_fused(T=8,B=2,H=1,K=16,V=16)");
   EXPECT_EQ(fused.disposition, Disposition::INCORRECT);
   EXPECT_LT(output(fused, "conv_v").metrics.bits, 5.0);
-}
-
-TEST(LayerOpsCpu, CandidatesOfOtherOpsAreSkipped) {
-  Record r = verify_one("kda_decode_cpu_f32", "causal_conv1d(T=4,D=8)");
-  EXPECT_EQ(r.disposition, Disposition::SKIPPED);
-  EXPECT_THAT(r.reason, HasSubstr("candidate implements kda_decode, not causal_conv1d"));
 }
 
 }  // namespace

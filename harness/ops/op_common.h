@@ -1,5 +1,5 @@
-// The small ops around KDA (reference/layer_ops.h): causal_conv1d and rmsnorm_gated, and what the
-// fused decode op (kda_fused_op.cpp) shares with them.
+// What every op's OpSpec (harness/ops/<op>.cpp) may share: the exact stored-input check, and prefix
+// slicing for references run on a sample.
 #pragma once
 
 #include <map>
@@ -8,12 +8,8 @@
 
 #include "harness/cases/case.h"
 #include "harness/core/tensor.h"
-#include "reference/layer_ops.h"
 
 namespace dg {
-
-ConvParams conv_params(const Case& c);   // a causal_conv1d case
-NormParams norm_params(const Case& c);   // an rmsnorm_gated case
 
 // The stored-input check of every op: `in` holds exactly the tensors of `want` (OpSpec::inputs), each
 // with exactly its dtype (a bf16 case's q stored as f16 or f64 is refused, not converted) and shape,

@@ -1,27 +1,30 @@
-// CPU candidates of the ops around KDA (reference/layer_ops.h), f32 arithmetic:
-//   causal_conv1d_cpu_f32     y_t[d] = silu(sum_w weight[d][w] h[t + w]) by fma in w order; silu(z) =
-//                             z / (1 + exp(-z)) in f32
-//   rmsnorm_gated_cpu_f32     y = x * (1 / sqrt(sum x^2 / D + eps)) * w * sigmoid(g), f32 sum in order
+// CPU candidate of kda_decode_fused (harness/ops/kda_decode_fused.cpp), f32 arithmetic:
 //   kda_decode_fused_cpu_f32  one decode step of the layer as the composition of the CPU pieces: the
 //                             conv of each q, k, v channel against its conv-state slot (updated in
-//                             place), the f32 KDA step of kda_decode_cpu_f32, the gated norm per
-//                             value head; the CUDA kernel kda_decode_cuda_f32state_fused does it in one
+//                             place; causal_conv1d.h), the f32 KDA step of kda_decode_cpu_f32, the
+//                             gated norm per value head (rmsnorm_gated.h); the CUDA kernel
+//                             kda_decode_cuda_f32state_fused does it in one
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "candidates/cpu/causal_conv1d.h"
 #include "candidates/cpu/kda_cpu.h"
-#include "harness/ops/kda_op.h"
-#include "harness/ops/layer_ops.h"
+#include "candidates/cpu/rmsnorm_gated.h"
+#include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 
 namespace dg {
 namespace {
 
+using causal_conv1d_cpu::conv_tap;
+using causal_conv1d_cpu::silu;
 using kda_cpu::load_row;
 using kda_cpu::store_row;
+using rmsnorm_gated_cpu::gated_norm_rows;
 
 const Tensor& need(const TensorMap& m, const char* name, const char* op) {
   auto it = m.find(name);
@@ -34,63 +37,6 @@ Tensor& need_out(TensorMap& m, const char* name, int64_t numel, const char* op) 
   if (it->second.numel() != numel)
     throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' has shape " + it->second.shape_str());
   return it->second;
-}
-
-inline float silu(float z) { return z / (1.0f + std::exp(-z)); }
-inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
-
-// One conv output from a history row h[0 .. W-1] (oldest first) and the channel's W weights.
-inline float conv_tap(const float* w, const float* h, int64_t W) {
-  float z = 0.0f;
-  for (int64_t k = 0; k < W; ++k) z = std::fma(w[k], h[k], z);
-  return z;
-}
-
-void conv_cpu(const Case& c, const TensorMap& in, TensorMap& out) {
-  const ConvParams p = conv_params(c);
-  const int64_t B = p.B, T = p.T, D = p.D, W = p.W, S = W - 1;
-  const Tensor& x = need(in, "x", "causal_conv1d");
-  std::vector<float> w(static_cast<size_t>(D * W)), hist(static_cast<size_t>(B * D * S), 0.0f);
-  load_row(need(in, "weight", "causal_conv1d"), 0, D * W, w.data());
-  if (c.boolean("state")) load_row(need(in, "state0", "causal_conv1d"), 0, B * D * S, hist.data());
-  Tensor& y = need_out(out, "y", B * T * D, "causal_conv1d");
-  Tensor& st = need_out(out, "state", B * D * S, "causal_conv1d");
-  std::vector<float> xr(static_cast<size_t>(D)), yr(static_cast<size_t>(D)), h(static_cast<size_t>(W));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      load_row(x, (b * T + t) * D, D, xr.data());
-      for (int64_t d = 0; d < D; ++d) {
-        float* hs = hist.data() + (b * D + d) * S;
-        std::copy_n(hs, S, h.data());
-        h[static_cast<size_t>(S)] = xr[static_cast<size_t>(d)];
-        const float z = conv_tap(w.data() + d * W, h.data(), W);
-        yr[static_cast<size_t>(d)] = p.silu ? silu(z) : z;
-        std::copy_n(h.data() + 1, S, hs);   // the last W-1 inputs
-      }
-      store_row(y, (b * T + t) * D, D, yr.data());
-    }
-  store_row(st, 0, B * D * S, hist.data());
-}
-
-// rows [0, N) of x, g -> y
-void gated_norm_rows(const float* x, const float* g, const float* w, int64_t N, int64_t D, float eps, float* y) {
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    float ss = 0.0f;
-    for (int64_t i = 0; i < D; ++i) ss = std::fma(xr[i], xr[i], ss);
-    const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-    for (int64_t i = 0; i < D; ++i) y[n * D + i] = ((xr[i] * rstd) * w[i]) * sigmoid(g[n * D + i]);
-  }
-}
-
-void norm_cpu(const Case& c, const TensorMap& in, TensorMap& out) {
-  const NormParams p = norm_params(c);
-  std::vector<float> x(static_cast<size_t>(p.N * p.D)), g(x.size()), w(static_cast<size_t>(p.D)), y(x.size());
-  load_row(need(in, "x", "rmsnorm_gated"), 0, p.N * p.D, x.data());
-  load_row(need(in, "gate", "rmsnorm_gated"), 0, p.N * p.D, g.data());
-  load_row(need(in, "weight", "rmsnorm_gated"), 0, p.D, w.data());
-  gated_norm_rows(x.data(), g.data(), w.data(), p.N, p.D, static_cast<float>(p.eps), y.data());
-  store_row(need_out(out, "y", p.N * p.D, "rmsnorm_gated"), 0, p.N * p.D, y.data());
 }
 
 // One step: conv of `C` channels of sequence b (row b of the [B,1,C] input) against pool slot s
@@ -151,14 +97,6 @@ void fused_cpu(const Case& c, const TensorMap& in, TensorMap& out) {
 
 }  // namespace
 
-DG_REGISTER_CANDIDATE(causal_conv1d_cpu_f32,
-                      CandidateInfo{"causal_conv1d_cpu_direct_f32", "causal_conv1d", "cpu", "direct", DType::f32,
-                                    DType::f32, DType::f32, "width-W taps by fma in order, SiLU in f32"},
-                      conv_cpu);
-DG_REGISTER_CANDIDATE(rmsnorm_gated_cpu_f32,
-                      CandidateInfo{"rmsnorm_gated_cpu_f32", "rmsnorm_gated", "cpu", "direct", DType::f32, DType::f32,
-                                    DType::f32, "f32 sum of squares in order, then scale, weight, sigmoid gate"},
-                      norm_cpu);
 DG_REGISTER_CANDIDATE(kda_decode_fused_cpu_f32,
                       CandidateInfo{"kda_decode_fused_cpu_f32", "kda_decode_fused", "cpu", "composed", DType::f32,
                                     DType::f32, DType::f32,

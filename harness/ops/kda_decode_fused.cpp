@@ -7,25 +7,29 @@
 // conv_v0 [B,HV*V,W-1]; g, beta, A_log, dt_bias, h0 as kda_decode; ogate [B,T,HV,V]; nweight [V].
 // Outputs o [B,T,HV,V], ht, and the final conv states conv_q, conv_k, conv_v.
 //
-// The reference is the composition of the three references at the tier (reference/layer_ops.h,
-// reference/kda.h); the values passed between them are doubles (rounded to odd), so the composed
-// reference carries about a double's precision, 20 bits and more beyond any f32 candidate.
+// The reference is the composition of the three references at the tier (reference/causal_conv1d.h,
+// reference/kda.h, reference/rmsnorm_gated.h); the values passed between them are doubles (rounded
+// to odd), so the composed reference carries about a double's precision, 20 bits and more beyond any
+// f32 candidate.
 // Certification measures both sources: the tier against the tier above, and the interfaces by
 // composing again with every passed value moved to the double on the other side of the exact one.
 // The driver runs T steps against pools that live in the candidate between steps: the KDA state in
 // its state dtype ("state"), the three conv states in f32 ("conv_q", "conv_k", "conv_v"), sequence b
 // in slot kda_decode_slot(b) as kda_decode does.
+// Its regimes are in datasets/kda_decode_fused.cpp, its CPU candidate in
+// candidates/cpu/kda_decode_fused.cpp.
 #include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "harness/ops/kda_op.h"
-#include "harness/ops/layer_ops.h"
+#include "harness/ops/kda.h"
+#include "harness/ops/op_common.h"
 #include "harness/cases/registry.h"
+#include "reference/causal_conv1d.h"
 #include "reference/certify.h"
 #include "reference/kda.h"
-#include "reference/layer_ops.h"
+#include "reference/rmsnorm_gated.h"
 
 namespace dg {
 namespace {

@@ -4,7 +4,7 @@
 // that exercises the bug. An equivalent variant is a legitimate rewrite that must MERGE on every case.
 #include "candidates/cpu/kda_cpu.h"
 #include "candidates/mutants/kda_variant.h"
-#include "harness/ops/kda_op.h"
+#include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 
 namespace dg::mutants {

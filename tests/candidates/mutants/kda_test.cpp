@@ -1,7 +1,8 @@
-// The KDA mutants and equivalent variants (candidates/mutants/) judged by harness/judge/mutants.h in this
-// process: every mutant is rejected on a named case that exercises its bug, every equivalent
-// variant merges on all of them, no variant joins a default candidate set or selftest's canaries,
-// and a cell of the kill matrix is the verdict `gate --no-time` gives on that case.
+// The KDA mutants and equivalent variants (candidates/mutants/kda.cpp) judged by
+// harness/judge/mutants.h in this process: every mutant is rejected on a named case that exercises
+// its bug, every equivalent variant merges on all of them, no variant joins a default candidate set
+// or selftest's canaries, and a cell of the kill matrix is the verdict `gate --no-time` gives on
+// that case.
 #include <gtest/gtest.h>
 
 #include <map>

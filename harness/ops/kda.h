@@ -1,7 +1,8 @@
 // The KDA ops of driftgate: "kda" (prefill: a whole sequence in, o and the final state out) and
 // "kda_decode" (one token for each of B sequences per step, against a state pool the candidate keeps
-// in its state dtype; the harness drives T steps). Both share the parameters below and the reference
-// in reference/kda.h; their regimes are in datasets/regimes.cpp.
+// in its state dtype; the harness drives T steps). Both live in this op's files: kda_decode is KDA's
+// decode form, made by the same spec function as kda (kda.cpp) from the parameters below and the
+// reference in reference/kda.h; their regimes and suites are in datasets/kda.cpp.
 #pragma once
 
 #include "harness/cases/case.h"
@@ -14,7 +15,7 @@ namespace dg {
 // The typed parameters of a kda or kda_decode case.
 KdaParams kda_params(const Case& c);
 
-// What the fused decode op (kda_fused_op.cpp) shares with kda and kda_decode: the parameter schema
+// What the fused decode op (kda_decode_fused.cpp) shares with kda and kda_decode: the parameter schema
 // (without the varlen `seqlens` for decode ops), its constraints, and one token of a [B,T,...]
 // tensor as a [B,1,...] tensor.
 std::vector<ParamSpec> kda_param_specs(bool varlen);

@@ -1,0 +1,99 @@
+// OpSpec of rmsnorm_gated (reference/rmsnorm_gated.h), the sigmoid-gated output norm of the KDA
+// layer. Its regimes are in datasets/rmsnorm_gated.cpp, its CPU candidates in
+// candidates/cpu/rmsnorm_gated.cpp.
+#include "harness/ops/rmsnorm_gated.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "harness/cases/registry.h"
+#include "harness/ops/op_common.h"
+#include "reference/certify.h"
+
+namespace dg {
+
+NormParams norm_params(const Case& c) {
+  NormParams p;
+  p.N = c.integer("N");
+  p.D = c.integer("D");
+  p.eps = c.real("eps");
+  return p;
+}
+
+namespace {
+
+// Budget of certification, in tier operations: about a second at mpfr127.
+constexpr double kCertifyOps = 2e6;
+
+std::vector<ParamSpec> common_tail(const char* regime_doc) {
+  return {{"regime", ParamKind::text, "kimi_linear", regime_doc, true},
+          {"dtype", ParamKind::text, "bf16", "dtype of the stored activations", true, {"f64", "f32", "bf16", "f16"}},
+          {"seed", ParamKind::integer, "0", "RNG seed", true}};
+}
+
+OpSpec norm_spec() {
+  OpSpec s;
+  s.name = "rmsnorm_gated";
+  s.doc = "sigmoid-gated RMSNorm per row: y = x / sqrt(mean(x^2) + eps) * w * sigmoid(gate) (KDA's output norm)";
+  s.params = {{"N", ParamKind::integer, "64", "rows (tokens x heads)", true},
+              {"D", ParamKind::integer, "128", "row length (the head's V)", true},
+              {"eps", ParamKind::real, "1e-05", "inside the square root"}};
+  for (ParamSpec& p : common_tail("input regime (driftgate list regimes)")) s.params.push_back(p);
+  s.tensors = {{"x", TensorRole::input, "[N,D]"}, {"gate", TensorRole::input, "[N,D] pre-sigmoid"},
+               {"weight", TensorRole::input, "[D] f32"}, {"y", TensorRole::output, "[N,D]"}};
+  s.validate = [](const Case& c) {
+    for (const char* n : {"N", "D"})
+      if (c.integer(n) < 1) throw InputError(fmt::format("rmsnorm_gated: {} must be >= 1, got {}", n, c.integer(n)));
+    if (!(c.real("eps") > 0)) throw InputError(fmt::format("rmsnorm_gated: eps must be > 0, got {}", c.real("eps")));
+    checked_product("rmsnorm_gated: N*D", {c.integer("N"), c.integer("D")});
+  };
+  s.output_shapes = [](const Case& c) -> std::map<std::string, std::vector<int64_t>> {
+    NormParams p = norm_params(c);
+    return {{"y", {p.N, p.D}}};
+  };
+  s.inputs = [](const Case& c) {
+    NormParams p = norm_params(c);
+    return std::map<std::string, InputSpec>{
+        {"x", {c.dtype(), {p.N, p.D}}}, {"gate", {c.dtype(), {p.N, p.D}}}, {"weight", {DType::f32, {p.D}}}};
+  };
+  s.check_inputs = [](const Case& c, const TensorMap& in) { check_inputs_exact(c, in, find_op(c.op())->inputs(c)); };
+  s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t) {
+    NormReferenceResult r = rmsnorm_gated_reference(tier, norm_params(c), in.at("x"), in.at("gate"), in.at("weight"));
+    return RefOutputs{{"y", std::move(r.y)}};
+  };
+  s.certify = [](const Case& c, const TensorMap& in, Tier tier) {
+    const std::optional<Tier> up = next_tier(tier);
+    if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
+    NormParams p = norm_params(c), q = p;
+    q.N = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (static_cast<double>(4 * p.D) * tier_cost(*up))), 1, p.N);
+    Certification cert;
+    cert.tier = tier;
+    cert.against = *up;
+    cert.sample = q.N == p.N ? "full case" : fmt::format("rows [0,{})", q.N);
+    const Tensor x = leading_slice(in.at("x"), 0, q.N), g = leading_slice(in.at("gate"), 0, q.N);
+    NormReferenceResult lo = rmsnorm_gated_reference(tier, q, x, g, in.at("weight"), true);
+    NormReferenceResult hi = rmsnorm_gated_reference(*up, q, x, g, in.at("weight"), true);
+    cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
+    cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);
+    return cert;
+  };
+  s.positions = [](const Case&) { return std::map<std::string, Positions>{}; };
+  s.flops = [](const Case& c) {
+    NormParams p = norm_params(c);
+    return static_cast<double>(p.N * p.D) * 8.0;
+  };
+  s.bytes = [](const Case& c, const Storage& st) {   // x and gate in, y out; the weight f32
+    NormParams p = norm_params(c);
+    return static_cast<double>(p.N * p.D) * (2 * st.input_bytes(c.dtype()) + st.output_bytes(c.dtype())) +
+           static_cast<double>(p.D) * 4;
+  };
+  return s;
+}
+
+}  // namespace
+
+DG_REGISTER_OP(rmsnorm_gated, norm_spec());
+
+}  // namespace dg
