@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <fstream>
@@ -77,70 +78,94 @@ std::string join_json(const nlohmann::json& a) {
   return out;
 }
 
+void list_ops(nlohmann::json& j, std::string& text) {
+  for (const OpSpec* o : all_ops()) {
+    nlohmann::json params = nlohmann::json::array();
+    text += fmt::format("{:<12} {}\n", o->name, o->doc);
+    for (const ParamSpec& p : o->params) {
+      params.push_back({{"name", p.name}, {"default", p.default_value}, {"doc", p.doc}});
+      text += fmt::format("    {:<8} = {:<12} {}\n", p.name, p.default_value.empty() ? "''" : p.default_value, p.doc);
+    }
+    j.push_back({{"name", o->name}, {"doc", o->doc}, {"params", params}});
+  }
+}
+
+void list_candidates(nlohmann::json& j, std::string& text) {
+  for (const Candidate* c : all_candidates()) {
+    const CandidateInfo& i = c->info();
+    j.push_back({{"name", i.name}, {"op", i.op}, {"backend", i.backend}, {"algorithm", i.algorithm},
+                 {"input_dtype", name(i.input_dtype)}, {"state_dtype", name(i.state_dtype)},
+                 {"output_dtype", name(i.output_dtype)}, {"doc", i.doc}});
+    text += fmt::format("{:<28} {:<11} {:<5} in={:<5} state={:<5} out={:<5} {}\n", i.name, i.op, i.backend,
+                        name(i.input_dtype), name(i.state_dtype), name(i.output_dtype), i.doc);
+  }
+}
+
+void list_regimes(nlohmann::json& j, std::string& text) {
+  for (const Regime* r : all_regimes()) {
+    j.push_back({{"name", r->name}, {"op", r->op}, {"doc", r->doc}, {"defaults", r->defaults}});
+    text += fmt::format("{:<18} {:<11} {}\n", r->name, r->op, r->doc);
+  }
+}
+
+// A suite's last measured kill rate for people ("kill rate not measured" when there is none); when
+// there is one it also goes into the suite's JSON row.
+std::string kill_rate_text(const nlohmann::json& rates, const std::string& suite, nlohmann::json& row) {
+  std::string kill = "kill rate not measured";
+  if (rates.contains(suite) && rates[suite].is_object()) {
+    const nlohmann::json& r = rates[suite];
+    row["kill_rate"] = r;
+    kill = fmt::format("kill rate {}/{}", r.value("killed", 0), r.value("mutants", 0));
+    if (r.contains("survivors") && r["survivors"].is_array() && !r["survivors"].empty()) {
+      std::string sv;
+      for (const auto& x : r["survivors"]) sv += (sv.empty() ? "" : ", ") + x.get<std::string>();
+      kill += "; survivors: " + sv;
+    }
+  }
+  return kill;
+}
+
+// Which values of each op's axes the suite's cases exercise (harness/cases/coverage.h).
+void list_suite_coverage(const Suite& s, nlohmann::json& row, std::string& text) {
+  std::vector<Case> cases;
+  for (const std::string& cs : s.cases) cases.push_back(parse_case(cs));
+  row["coverage"] = suite_coverage_json(cases);
+  for (const auto& [op, axes] : row["coverage"].items()) {
+    text += fmt::format("  {}\n", op);
+    for (const auto& a : axes) {
+      std::string line = fmt::format("    {:<20} covered: {}", a["axis"].get<std::string>(),
+                                     a["covered"].empty() ? std::string("-") : join_json(a["covered"]));
+      if (!a["missing"].empty()) line += "; MISSING: " + join_json(a["missing"]);
+      text += line + "\n";
+    }
+  }
+}
+
+// With each suite's last measured kill rate (datasets/kill_rates.json; driftgate mutants).
+void list_suites(nlohmann::json& j, std::string& text, bool coverage) {
+  const nlohmann::json& rates = committed_kill_rates();
+  for (const Suite& s : all_suites()) {
+    nlohmann::json row = {{"name", s.name}, {"doc", s.doc}, {"cases", s.cases}};
+    const std::string kill = kill_rate_text(rates, s.name, row);
+    text += fmt::format("{:<12} {} ({} cases; {})\n", s.name, s.doc, s.cases.size(), kill);
+    if (coverage) list_suite_coverage(s, row, text);
+    j.push_back(row);
+  }
+}
+
 int cmd_list(const std::string& what, bool json, bool coverage) {
   nlohmann::json j = nlohmann::json::array();
   std::string text;
-  if (what == "ops") {
-    for (const OpSpec* o : all_ops()) {
-      nlohmann::json params = nlohmann::json::array();
-      text += fmt::format("{:<12} {}\n", o->name, o->doc);
-      for (const ParamSpec& p : o->params) {
-        params.push_back({{"name", p.name}, {"default", p.default_value}, {"doc", p.doc}});
-        text += fmt::format("    {:<8} = {:<12} {}\n", p.name, p.default_value.empty() ? "''" : p.default_value, p.doc);
-      }
-      j.push_back({{"name", o->name}, {"doc", o->doc}, {"params", params}});
-    }
-  } else if (what == "candidates") {
-    for (const Candidate* c : all_candidates()) {
-      const CandidateInfo& i = c->info();
-      j.push_back({{"name", i.name}, {"op", i.op}, {"backend", i.backend}, {"algorithm", i.algorithm},
-                   {"input_dtype", name(i.input_dtype)}, {"state_dtype", name(i.state_dtype)},
-                   {"output_dtype", name(i.output_dtype)}, {"doc", i.doc}});
-      text += fmt::format("{:<28} {:<11} {:<5} in={:<5} state={:<5} out={:<5} {}\n", i.name, i.op, i.backend,
-                          name(i.input_dtype), name(i.state_dtype), name(i.output_dtype), i.doc);
-    }
-  } else if (what == "regimes") {
-    for (const Regime* r : all_regimes()) {
-      j.push_back({{"name", r->name}, {"op", r->op}, {"doc", r->doc}, {"defaults", r->defaults}});
-      text += fmt::format("{:<18} {:<11} {}\n", r->name, r->op, r->doc);
-    }
-  } else if (what == "suites") {
-    // With each suite's last measured kill rate (datasets/kill_rates.json; driftgate mutants).
-    const nlohmann::json& rates = committed_kill_rates();
-    for (const Suite& s : all_suites()) {
-      nlohmann::json row = {{"name", s.name}, {"doc", s.doc}, {"cases", s.cases}};
-      std::string kill = "kill rate not measured";
-      if (rates.contains(s.name) && rates[s.name].is_object()) {
-        const nlohmann::json& r = rates[s.name];
-        row["kill_rate"] = r;
-        kill = fmt::format("kill rate {}/{}", r.value("killed", 0), r.value("mutants", 0));
-        if (r.contains("survivors") && r["survivors"].is_array() && !r["survivors"].empty()) {
-          std::string sv;
-          for (const auto& x : r["survivors"]) sv += (sv.empty() ? "" : ", ") + x.get<std::string>();
-          kill += "; survivors: " + sv;
-        }
-      }
-      text += fmt::format("{:<12} {} ({} cases; {})\n", s.name, s.doc, s.cases.size(), kill);
-      if (coverage) {
-        // Which values of each op's axes the suite's cases exercise (harness/cases/coverage.h).
-        std::vector<Case> cases;
-        for (const std::string& cs : s.cases) cases.push_back(parse_case(cs));
-        row["coverage"] = suite_coverage_json(cases);
-        for (const auto& [op, axes] : row["coverage"].items()) {
-          text += fmt::format("  {}\n", op);
-          for (const auto& a : axes) {
-            std::string line = fmt::format("    {:<20} covered: {}", a["axis"].get<std::string>(),
-                                           a["covered"].empty() ? std::string("-") : join_json(a["covered"]));
-            if (!a["missing"].empty()) line += "; MISSING: " + join_json(a["missing"]);
-            text += line + "\n";
-          }
-        }
-      }
-      j.push_back(row);
-    }
-  } else {
+  if (what == "ops")
+    list_ops(j, text);
+  else if (what == "candidates")
+    list_candidates(j, text);
+  else if (what == "regimes")
+    list_regimes(j, text);
+  else if (what == "suites")
+    list_suites(j, text, coverage);
+  else
     throw InputError(fmt::format("list: unknown kind '{}' (ops, candidates, regimes, suites)", what));
-  }
   std::cout << (json ? j.dump(2) + "\n" : text);
   return 0;
 }
@@ -154,7 +179,8 @@ struct VerifyArgs {
   bool min_bits_given = false;
 };
 
-int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
+// verify's options, each argument checked against its range first.
+VerifyOptions verify_options(const VerifyArgs& a) {
   check_option_range("verify --runs", a.runs, 1, 100);
   check_option_range("verify --threads", a.threads, 0, 4096);
   check_option_range("verify --timeout", a.timeout, 0, 86400, true);
@@ -169,11 +195,12 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   opt.wall_seconds = a.timeout;
   opt.worker_args = outside_candidate_args();
   if (a.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(a.threads)});
-  set_num_threads(a.threads);
+  return opt;
+}
 
-  // Everything that can be wrong with the input is checked before anything is measured.
-  std::vector<Case> cases =
-      resolve_cases(a.suite, a.case_str.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.case_str}, "verify");
+// The candidates --candidate names (empty: every case's default set); with --in-process, none of
+// those verified may be a plugin's.
+std::vector<const Candidate*> verify_candidates(const VerifyArgs& a) {
   std::vector<const Candidate*> cands;
   for (const std::string& n : split(a.candidates, ',')) cands.push_back(&require_candidate(n));
   if (a.in_process)
@@ -182,101 +209,134 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
         throw InputError(fmt::format("verify --in-process: {} is a plugin candidate, and plugin code runs only in "
                                      "worker processes; drop --in-process",
                                      k->name()));
-  std::optional<TensorMap> stored;
-  if (!a.inputs.empty()) {
-    if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
-    const OpSpec& op = *find_op(cases[0].op());
-    stored = stored_inputs(op, read_safetensors(a.inputs).tensors);
-    op.check_inputs(cases[0], *stored);
-  }
-  check_cases_fit_memory(cases, "verify");
-  if (!a.json.empty()) check_output_file("verify --json", a.json);
-  if (!a.save_failures.empty()) check_output_dir("verify --save-failures", a.save_failures);
-  if (!a.json.empty()) lock_output("verify --json", a.json);   // held until this run ends
+  return cands;
+}
 
-  // What a resumed run must match: options, cases, inputs, the binary and the outside candidates.
-  // Written into --json with a digest over it and the rows, so a file edited by hand, or written by
-  // another command, is refused instead of resumed.
+// --inputs: the stored inputs of the one case, checked against it.
+std::optional<TensorMap> verify_stored_inputs(const VerifyArgs& a, const std::vector<Case>& cases) {
+  if (a.inputs.empty()) return std::nullopt;
+  if (cases.size() != 1) throw InputError("verify: --inputs needs --case");
+  const OpSpec& op = *find_op(cases[0].op());
+  std::optional<TensorMap> stored = stored_inputs(op, read_safetensors(a.inputs).tensors);
+  op.check_inputs(cases[0], *stored);
+  return stored;
+}
+
+// What a resumed run must match: options, cases, inputs, the binary and the outside candidates.
+// Written into --json with a digest over it and the rows, so a file edited by hand, or written by
+// another command, is refused instead of resumed.
+nlohmann::json verify_resume_key(const VerifyArgs& a, const VerifyOptions& opt, const std::vector<Case>& cases) {
   nlohmann::json case_list = nlohmann::json::array();
   for (const Case& c : cases) case_list.push_back(c.str());
-  const nlohmann::json resume_key = {{"kind", "verify"},
-                                     {"candidates", a.candidates},
-                                     {"cases", case_list},
-                                     {"tier", tier_name(opt.tier)},
-                                     {"certify", opt.certify},
-                                     {"min_bits", opt.min_bits ? nlohmann::json(*opt.min_bits) : nlohmann::json(nullptr)},
-                                     {"isolate", opt.isolate},
-                                     {"runs", opt.worker_runs},
-                                     {"timeout", opt.wall_seconds},
-                                     {"threads", a.threads},
-                                     {"inputs", a.inputs.empty() ? std::string() : file_sha256(a.inputs)},
-                                     {"binary_sha256", self_exe_sha256()},
-                                     {"outside", outside_json(opt.worker_args)}};
-  auto records_digest = [&](const nlohmann::json& rows, const nlohmann::json& key) {
-    return sha256_hex("driftgate verify rows v1\n" + key.dump() + "\n" + rows.dump());
-  };
+  return {{"kind", "verify"},
+          {"candidates", a.candidates},
+          {"cases", case_list},
+          {"tier", tier_name(opt.tier)},
+          {"certify", opt.certify},
+          {"min_bits", opt.min_bits ? nlohmann::json(*opt.min_bits) : nlohmann::json(nullptr)},
+          {"isolate", opt.isolate},
+          {"runs", opt.worker_runs},
+          {"timeout", opt.wall_seconds},
+          {"threads", a.threads},
+          {"inputs", a.inputs.empty() ? std::string() : file_sha256(a.inputs)},
+          {"binary_sha256", self_exe_sha256()},
+          {"outside", outside_json(opt.worker_args)}};
+}
 
-  // --resume: rows of a previous, interrupted run of the same command are kept, their cases skipped.
-  nlohmann::json prior = nlohmann::json::array();
-  std::set<std::pair<std::string, std::string>> done;
-  int prior_failed = 0;
-  if (a.resume) {
-    if (a.json.empty()) throw InputError("verify: --resume needs --json FILE (the results to resume)");
-    if (std::filesystem::exists(a.json)) {
-      nlohmann::json old;
-      try {
-        old = parse_json_bounded(read_regular_file("verify --resume", a.json, size_t{1} << 30));
-      } catch (const std::exception& e) {
-        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
-      }
-      if (!old.is_object() || !old.contains("records"))
-        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file (no records)", a.json));
-      if (std::string d = resume_key_difference(old.value("resume_key", nlohmann::json()), resume_key); !d.empty())
-        throw InputError(fmt::format("--resume: {} was written by another run: {}", a.json, d));
-      if (old.value("rows_digest", "") != records_digest(old.at("records"), old.at("resume_key")))
-        throw InputError(fmt::format("--resume: {} cannot be resumed: its records do not match its rows_digest "
-                                     "(edited after driftgate wrote them)",
-                                     a.json));
-      try {
-        for (const auto& r : old.at("records")) {
-          done.insert({r.at("case").get<std::string>(), r.at("candidate").get<std::string>()});
-          std::string d = r.at("disposition");
-          prior_failed += d == "INCORRECT" || d == "ERRORED" || d == "INVALID";
-          prior.push_back(r);
-        }
-      } catch (const std::exception& e) {
-        throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
-      }
-    }
+std::string verify_rows_digest(const nlohmann::json& rows, const nlohmann::json& key) {
+  return sha256_hex("driftgate verify rows v1\n" + key.dump() + "\n" + rows.dump());
+}
+
+// --resume: rows of a previous, interrupted run of the same command are kept, their cases skipped.
+struct PriorRows {
+  nlohmann::json rows = nlohmann::json::array();
+  std::set<std::pair<std::string, std::string>> done;   // (case, candidate)
+  int failed = 0;
+};
+
+// The --json file of the run to resume, refused unless this run's key and its own digest match.
+nlohmann::json read_resumable(const std::string& path, const nlohmann::json& resume_key) {
+  nlohmann::json old;
+  try {
+    old = parse_json_bounded(read_regular_file("verify --resume", path, size_t{1} << 30));
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", path, e.what()));
   }
-  auto write_json = [&](const std::vector<Record>& records) {
-    nlohmann::json j = records_json(records, cmdline);
-    nlohmann::json rows = prior;
-    for (auto& r : j["records"]) rows.push_back(r);
-    j["records"] = rows;
-    j["resume_key"] = resume_key;
-    j["rows_digest"] = records_digest(rows, resume_key);
-    write_file_atomic(a.json, j.dump(2) + "\n");
-  };
+  if (!old.is_object() || !old.contains("records"))
+    throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file (no records)", path));
+  if (std::string d = resume_key_difference(old.value("resume_key", nlohmann::json()), resume_key); !d.empty())
+    throw InputError(fmt::format("--resume: {} was written by another run: {}", path, d));
+  if (old.value("rows_digest", "") != verify_rows_digest(old.at("records"), old.at("resume_key")))
+    throw InputError(fmt::format("--resume: {} cannot be resumed: its records do not match its rows_digest "
+                                 "(edited after driftgate wrote them)",
+                                 path));
+  return old;
+}
 
+PriorRows read_prior_rows(const VerifyArgs& a, const nlohmann::json& resume_key) {
+  PriorRows prior;
+  if (!a.resume) return prior;
+  if (a.json.empty()) throw InputError("verify: --resume needs --json FILE (the results to resume)");
+  if (!std::filesystem::exists(a.json)) return prior;
+  const nlohmann::json old = read_resumable(a.json, resume_key);
+  try {
+    for (const auto& r : old.at("records")) {
+      prior.done.insert({r.at("case").get<std::string>(), r.at("candidate").get<std::string>()});
+      std::string d = r.at("disposition");
+      prior.failed += d == "INCORRECT" || d == "ERRORED" || d == "INVALID";
+      prior.rows.push_back(r);
+    }
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("--resume: {} is not a driftgate verify JSON file ({})", a.json, e.what()));
+  }
+  return prior;
+}
+
+// --json: the resumed rows, then this run's, with the resume key and the digest over both.
+void write_verify_json(const std::string& path, const std::vector<Record>& records, const std::string& cmdline,
+                       const PriorRows& prior, const nlohmann::json& resume_key) {
+  nlohmann::json j = records_json(records, cmdline);
+  nlohmann::json rows = prior.rows;
+  for (auto& r : j["records"]) rows.push_back(r);
+  j["records"] = rows;
+  j["resume_key"] = resume_key;
+  j["rows_digest"] = verify_rows_digest(rows, resume_key);
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+// The candidates verified on case c: those named, else the op's default set; less the rows resumed.
+std::vector<const Candidate*> candidates_for_case(const Case& c, const std::vector<const Candidate*>& cands,
+                                                  const PriorRows& prior) {
+  std::vector<const Candidate*> mine;
+  for (const Candidate* k : cands.empty() ? all_candidates() : cands)
+    if (k->info().op == c.op() && (!cands.empty() || in_default_set(k->info())) && !prior.done.count({c.str(), k->name()}))
+      mine.push_back(k);
+  return mine;
+}
+
+// Every case's rows; `saved` is called with the rows so far after each case.
+std::vector<Record> verify_cases(const std::vector<Case>& cases, const std::vector<const Candidate*>& cands,
+                                 const VerifyOptions& opt, const TensorMap* stored, const PriorRows& prior,
+                                 const std::function<void(const std::vector<Record>&)>& saved) {
   std::vector<Record> records;
   Progress progress(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    std::vector<const Candidate*> mine;
-    for (const Candidate* k : cands.empty() ? all_candidates() : cands)
-      if (k->info().op == c.op() && (!cands.empty() || in_default_set(k->info())) && !done.count({c.str(), k->name()}))
-        mine.push_back(k);
+    std::vector<const Candidate*> mine = candidates_for_case(c, cands, prior);
     if (mine.empty()) continue;
     progress.begin(i, c.str());
-    std::vector<Record> rows = verify_case(c, mine, opt, stored ? &*stored : nullptr);
+    std::vector<Record> rows = verify_case(c, mine, opt, stored);
     records.insert(records.end(), rows.begin(), rows.end());
-    // Rows already measured are on disk before the next case starts.
-    if (!a.json.empty()) write_json(records);
+    saved(records);
     int bad = 0;
     for (const Record& r : rows) bad += r.disposition != Disposition::PASSED && r.disposition != Disposition::SKIPPED;
     progress.end(i, c.str(), bad ? fmt::format("{} of {} rows not PASSED", bad, rows.size()) : "PASSED");
   }
+  return records;
+}
+
+// The drift table and the counts, resumed rows included; 1 when a row failed.
+int print_verify_summary(const std::vector<Record>& records, const PriorRows& prior, const std::string& json_path) {
   std::cout << drift_table(records);
   int failed = 0, passed = 0;
   for (const Record& r : records) {
@@ -285,11 +345,35 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
         r.disposition == Disposition::INVALID)
       ++failed;
   }
-  if (!prior.empty())
-    std::cout << fmt::format("{} rows resumed from {} ({} of them failed)\n", prior.size(), a.json, prior_failed);
-  failed += prior_failed;
-  std::cout << fmt::format("{} passed, {} failed, {} rows\n", passed, failed, records.size() + prior.size());
+  if (!prior.rows.empty())
+    std::cout << fmt::format("{} rows resumed from {} ({} of them failed)\n", prior.rows.size(), json_path, prior.failed);
+  failed += prior.failed;
+  std::cout << fmt::format("{} passed, {} failed, {} rows\n", passed, failed, records.size() + prior.rows.size());
   return failed ? 1 : 0;
+}
+
+int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
+  const VerifyOptions opt = verify_options(a);
+  set_num_threads(a.threads);
+
+  // Everything that can be wrong with the input is checked before anything is measured.
+  std::vector<Case> cases =
+      resolve_cases(a.suite, a.case_str.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.case_str}, "verify");
+  const std::vector<const Candidate*> cands = verify_candidates(a);
+  const std::optional<TensorMap> stored = verify_stored_inputs(a, cases);
+  check_cases_fit_memory(cases, "verify");
+  if (!a.json.empty()) check_output_file("verify --json", a.json);
+  if (!a.save_failures.empty()) check_output_dir("verify --save-failures", a.save_failures);
+  if (!a.json.empty()) lock_output("verify --json", a.json);   // held until this run ends
+
+  const nlohmann::json resume_key = verify_resume_key(a, opt, cases);
+  const PriorRows prior = read_prior_rows(a, resume_key);
+  // Rows already measured are on disk before the next case starts.
+  auto saved = [&](const std::vector<Record>& records) {
+    if (!a.json.empty()) write_verify_json(a.json, records, cmdline, prior, resume_key);
+  };
+  const std::vector<Record> records = verify_cases(cases, cands, opt, stored ? &*stored : nullptr, prior, saved);
+  return print_verify_summary(records, prior, a.json);
 }
 
 // --- report ----------------------------------------------------------------------------------------
@@ -378,18 +462,63 @@ int cmd_run(const std::string& cand_name, const std::string& in_path, const std:
   return 0;
 }
 
-int run_main(int argc, char** argv) {
-  CLI::App app{"driftgate: numerical verification and benchmarking of LLM inference kernels"};
-  app.require_subcommand(1);
-  bool json = false;
-  std::string what;
-  CLI::App* list = app.add_subcommand("list", "list ops, candidates, regimes or suites");
-  list->add_option("what", what, "ops | candidates | regimes | suites")->required();
-  list->add_flag("--json", json, "print JSON");
-  bool list_coverage = false;
-  list->add_flag("--coverage", list_coverage, "suites: which values of each op's axes the cases exercise");
+// --- the command line ---------------------------------------------------------------------------
 
-  VerifyArgs va;
+struct ListArgs {
+  std::string what;
+  bool json = false, coverage = false;
+};
+struct ExportArgs {
+  std::string case_str, tier = "dd", out;
+  bool certify = false;
+};
+struct RunArgs {
+  std::string candidate, in, out, case_str;
+};
+struct ReportArgs {
+  std::vector<std::string> files;
+  std::string out;
+};
+struct CompareArgs {
+  std::vector<std::string> files;
+  std::string out, json;
+};
+struct GlobalArgs {
+  std::vector<std::string> plugin_paths, exec_args;
+  bool quiet = false, progress_on = false;
+};
+
+// Everything the command line binds.
+struct CliArgs {
+  ListArgs list;
+  VerifyArgs verify;
+  ExportArgs exp;
+  RunArgs run;
+  MutantsArgs mutants;
+  ReportArgs report;
+  CompareArgs compare;
+  WorkerArgs worker;
+  TimingRequest timing;        // bench-worker
+  std::string timing_report;   // bench-worker --report
+  int worker_threads = 0;      // worker and bench-worker --threads
+  std::string plugin_library, plugin_report;
+  GlobalArgs global;
+};
+
+// The verbs, each set when it was given.
+struct Verbs {
+  CLI::App *list, *verify, *exp, *run, *mutants, *report, *compare, *worker, *bench_worker, *plugin_list;
+};
+
+CLI::App* add_list(CLI::App& app, ListArgs& a) {
+  CLI::App* list = app.add_subcommand("list", "list ops, candidates, regimes or suites");
+  list->add_option("what", a.what, "ops | candidates | regimes | suites")->required();
+  list->add_flag("--json", a.json, "print JSON");
+  list->add_flag("--coverage", a.coverage, "suites: which values of each op's axes the cases exercise");
+  return list;
+}
+
+CLI::App* add_verify(CLI::App& app, VerifyArgs& va) {
   CLI::App* verify = app.add_subcommand("verify", "precision drift of candidates against the reference");
   verify->add_option("--candidate", va.candidates, "comma-separated candidates (default: every candidate of the op but the canaries and mutants)");
   verify->add_option("--case", va.case_str, "one case string, e.g. 'kda(T=4096,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)'");
@@ -405,23 +534,28 @@ int run_main(int argc, char** argv) {
   verify->add_flag("--in-process", va.in_process, "run candidates in this process instead of isolated workers (faster, unsafe)");
   verify->add_option("--runs", va.runs, "check runs per candidate in its worker (2 adds the determinism rule)")->capture_default_str();
   verify->add_option("--timeout", va.timeout, "wall-clock limit per candidate run, seconds")->capture_default_str();
+  return verify;
+}
 
-  std::string ex_case, ex_tier = "dd", ex_out;
-  bool ex_certify = false;
+CLI::App* add_export(CLI::App& app, ExportArgs& a) {
   CLI::App* exp = app.add_subcommand("export", "write a case's inputs and reference outputs as .safetensors");
-  exp->add_option("--case", ex_case, "case string")->required();
-  exp->add_option("--ref-tier", ex_tier, "reference tier")->capture_default_str();
-  exp->add_option("--out", ex_out, "output .safetensors file")->required();
-  exp->add_flag("--certify", ex_certify, "measure ref_bits against the next tier up (on a sample when costly)");
+  exp->add_option("--case", a.case_str, "case string")->required();
+  exp->add_option("--ref-tier", a.tier, "reference tier")->capture_default_str();
+  exp->add_option("--out", a.out, "output .safetensors file")->required();
+  exp->add_flag("--certify", a.certify, "measure ref_bits against the next tier up (on a sample when costly)");
+  return exp;
+}
 
-  std::string run_cand, run_in, run_out, run_case;
+CLI::App* add_run(CLI::App& app, RunArgs& a) {
   CLI::App* run = app.add_subcommand("run", "run a candidate on stored inputs");
-  run->add_option("--candidate", run_cand, "candidate")->required();
-  run->add_option("--in", run_in, "input .safetensors (case in __metadata__ unless --case)")->required();
-  run->add_option("--out", run_out, "output .safetensors")->required();
-  run->add_option("--case", run_case, "case string (overrides the file's)");
+  run->add_option("--candidate", a.candidate, "candidate")->required();
+  run->add_option("--in", a.in, "input .safetensors (case in __metadata__ unless --case)")->required();
+  run->add_option("--out", a.out, "output .safetensors")->required();
+  run->add_option("--case", a.case_str, "case string (overrides the file's)");
+  return run;
+}
 
-  MutantsArgs ma;
+CLI::App* add_mutants(CLI::App& app, MutantsArgs& ma) {
   CLI::App* mutants = app.add_subcommand("mutants", "how strong a suite is: every built-in mutant of the base's op must be "
                                                     "rejected, every equivalent variant merged (gate precision rules)");
   mutants->add_option("--base", ma.base, "the honest candidate the variants are judged against")->required();
@@ -437,29 +571,33 @@ int run_main(int argc, char** argv) {
   mutants->add_option("--ref-tier", ma.tier, "reference tier (default: the suite's, else dd)");
   mutants->add_option("--threads", ma.threads, "worker threads (default: all cores)");
   mutants->add_option("--timeout", ma.timeout, "wall-clock limit per candidate worker run, seconds")->capture_default_str();
+  return mutants;
+}
 
-  // report: one page for people from the JSON of runs (harness/report/run_report.h).
-  std::vector<std::string> rp_files;
-  std::string rp_out;
+// report: one page for people from the JSON of runs (harness/report/run_report.h).
+CLI::App* add_report(CLI::App& app, ReportArgs& a) {
   CLI::App* report = app.add_subcommand("report", "an HTML and Markdown report (plots, tables, provenance) from verify, "
                                                   "bench and gate JSON files");
-  report->add_option("files", rp_files, "verify --json, bench --json or gate verdict.json files")->required();
-  report->add_option("--out", rp_out, "the folder for report.html and report.md")->required();
+  report->add_option("files", a.files, "verify --json, bench --json or gate verdict.json files")->required();
+  report->add_option("--out", a.out, "the folder for report.html and report.md")->required();
+  return report;
+}
 
-  // compare: two runs of the same kind, row by row (harness/report/run_compare.h).
-  std::vector<std::string> cmp_files;
-  std::string cmp_out, cmp_json;
+// compare: two runs of the same kind, row by row (harness/report/run_compare.h).
+CLI::App* add_compare(CLI::App& app, CompareArgs& a) {
   CLI::App* compare = app.add_subcommand("compare", "two runs of the same kind (two releases, two machines, before and "
                                                     "after a patch), row by row: bits, speed with an interval, a verdict");
-  compare->add_option("files", cmp_files, "A.json B.json: verify --json, bench --json or gate verdict.json files")
+  compare->add_option("files", a.files, "A.json B.json: verify --json, bench --json or gate verdict.json files")
       ->required()
       ->expected(2);
-  compare->add_option("--out", cmp_out, "also write compare.md, compare.json and report.html here");
-  compare->add_option("--json", cmp_json, "write the comparison as JSON");
+  compare->add_option("--out", a.out, "also write compare.md, compare.json and report.html here");
+  compare->add_option("--json", a.json, "write the comparison as JSON");
+  return compare;
+}
 
-  // worker: hidden; the parent side of candidate isolation (harness/isolation/worker.h) spawns it. Options it
-  // does not know fall through to the top level (e.g. --plugin).
-  WorkerArgs wk;
+// worker: hidden; the parent side of candidate isolation (harness/isolation/worker.h) spawns it. Options it
+// does not know fall through to the top level (e.g. --plugin).
+CLI::App* add_worker(CLI::App& app, WorkerArgs& wk, int& worker_threads) {
   CLI::App* worker = app.add_subcommand("worker", "run one candidate in an isolated worker")->group("");
   worker->fallthrough();
   worker->add_option("--candidate", wk.candidate)->required();
@@ -470,12 +608,12 @@ int run_main(int argc, char** argv) {
   worker->add_option("--mem-limit", wk.mem_limit);
   worker->add_option("--cpu-limit", wk.cpu_limit);
   worker->add_option("--runs", wk.runs);
-  int worker_threads = 0;
   worker->add_option("--threads", worker_threads);
+  return worker;
+}
 
-  // bench-worker: hidden; timing in a process of its own (harness/timing/timing_worker.h).
-  TimingRequest tr;
-  std::string tr_report;
+// bench-worker: hidden; timing in a process of its own (harness/timing/timing_worker.h).
+CLI::App* add_bench_worker(CLI::App& app, TimingRequest& tr, std::string& tr_report, int& worker_threads) {
   CLI::App* bench_worker = app.add_subcommand("bench-worker", "time candidates in an isolated worker")->group("");
   bench_worker->add_option("--candidate", tr.candidates)->required();
   bench_worker->add_option("--case", tr.case_str)->required();
@@ -489,35 +627,33 @@ int run_main(int argc, char** argv) {
   bench_worker->add_option("--threads", worker_threads);
   bench_worker->add_flag("--channel", tr.channel);
   bench_worker->add_option("--cpus", tr.cpus);
+  return bench_worker;
+}
 
-  // plugin-list: hidden; lists a plugin's candidates in a worker (harness/isolation/plugin.h).
-  std::string pl_library, pl_report;
+// plugin-list: hidden; lists a plugin's candidates in a worker (harness/isolation/plugin.h).
+CLI::App* add_plugin_list(CLI::App& app, std::string& pl_library, std::string& pl_report) {
   CLI::App* plugin_list = app.add_subcommand("plugin-list", "list a plugin's candidates in a worker")->group("");
   plugin_list->add_option("--library", pl_library)->required();
   plugin_list->add_option("--report", pl_report)->required();
+  return plugin_list;
+}
 
-  // Plugins and outside programs add candidates before any verb runs. Global options, also
-  // accepted after the verb (every subcommand falls through to them); one value per occurrence.
-  std::vector<std::string> plugin_paths, exec_args;
-  bool quiet = false, progress_on = false;
-  app.add_flag("--quiet", quiet, "no progress lines on stderr (default: printed when stderr is a terminal)");
-  app.add_flag("--progress", progress_on, "progress lines on stderr even when it is not a terminal");
-  app.add_option("--plugin", plugin_paths, "load candidates from a shared library (driftgate/candidate_abi.h); repeatable")
+// Plugins and outside programs add candidates before any verb runs. Global options, also
+// accepted after the verb (every subcommand falls through to them); one value per occurrence.
+void add_global_options(CLI::App& app, GlobalArgs& g) {
+  app.add_flag("--quiet", g.quiet, "no progress lines on stderr (default: printed when stderr is a terminal)");
+  app.add_flag("--progress", g.progress_on, "progress lines on stderr even when it is not a terminal");
+  app.add_option("--plugin", g.plugin_paths, "load candidates from a shared library (driftgate/candidate_abi.h); repeatable")
       ->allow_extra_args(false);
-  app.add_option("--exec", exec_args, "NAME='CMD {in} {out}': an outside program as candidate NAME; repeatable")
+  app.add_option("--exec", g.exec_args, "NAME='CMD {in} {out}': an outside program as candidate NAME; repeatable")
       ->allow_extra_args(false);
-  std::shared_ptr<GateCommands> gate_cmds = add_gate_commands(app);
-  for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  va.min_bits_given = verify->get_option("--min-bits")->count() > 0;
-  if (quiet && progress_on) throw InputError("--quiet and --progress contradict each other");
-  set_progress_mode(quiet ? ProgressMode::off : progress_on ? ProgressMode::on : ProgressMode::automatic);
+// After parsing, before any verb: progress lines, the temporary folder, and the sandbox
+// relaxations the environment asks for.
+void apply_global_options(const GlobalArgs& g) {
+  if (g.quiet && g.progress_on) throw InputError("--quiet and --progress contradict each other");
+  set_progress_mode(g.quiet ? ProgressMode::off : g.progress_on ? ProgressMode::on : ProgressMode::automatic);
   check_tmpdir();
   for (const char* var : {"DRIFTGATE_SANDBOX_DISABLE", "DRIFTGATE_DEVICE_SANDBOX_DISABLE"})
     if (const char* v = std::getenv(var)) {
@@ -527,49 +663,87 @@ int run_main(int argc, char** argv) {
         throw InputError(e.what());
       }
     }
-  if (*plugin_list) return plugin_list_main(pl_library, pl_report);
-  // A timing worker granted fewer cores than the machine has pins itself before any candidate
-  // code is loaded (harness/timing/timing_worker.h).
-  if (*bench_worker && !tr.cpus.empty()) {
-    std::vector<int> cpus;
-    try {
-      cpus = parse_cpu_list(tr.cpus);
-    } catch (const std::exception& e) {
-      throw InputError(fmt::format("bench-worker --cpus: {}", e.what()));
-    }
-    if (!pin_to_cpus(0, cpus)) throw std::runtime_error("bench-worker: cannot pin to CPUs " + tr.cpus);
+}
+
+// A timing worker granted fewer cores than the machine has pins itself before any candidate
+// code is loaded (harness/timing/timing_worker.h).
+void pin_timing_worker(const std::string& cpu_list) {
+  std::vector<int> cpus;
+  try {
+    cpus = parse_cpu_list(cpu_list);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("bench-worker --cpus: {}", e.what()));
   }
-  // Plugin code runs only in candidate processes: the workers, and `run` (which holds no
-  // reference). Every other verb lists a plugin's candidates in a worker and registers proxies.
-  const bool candidate_process = *worker || *bench_worker || *run;
-  for (const std::string& p : plugin_paths) {
+  if (!pin_to_cpus(0, cpus)) throw std::runtime_error("bench-worker: cannot pin to CPUs " + cpu_list);
+}
+
+// Plugin code runs only in candidate processes: the workers, and `run` (which holds no
+// reference). Every other verb lists a plugin's candidates in a worker and registers proxies.
+void add_outside_candidates(const GlobalArgs& g, bool candidate_process) {
+  for (const std::string& p : g.plugin_paths) {
     if (candidate_process)
       load_plugin(p);
     else
       list_plugin_in_worker(p);
   }
-  for (const std::string& e : exec_args) register_exec(e);
-  std::string cmd = command_line(argc, argv);
-  if (*list) return cmd_list(what, json, list_coverage);
-  if (*verify) return cmd_verify(va, cmd);
-  if (*exp) return cmd_export(ex_case, ex_tier, ex_out, ex_certify);
-  if (*run) return cmd_run(run_cand, run_in, run_out, run_case);
-  if (*report) return cmd_report(rp_files, rp_out);
-  if (*compare) return cmd_compare(cmp_files, cmp_out, cmp_json);
-  if (*mutants) {
-    ma.worker_args = outside_candidate_args();
-    return cmd_mutants(ma, cmd);
+  for (const std::string& e : g.exec_args) register_exec(e);
+}
+
+// Runs the verb given (plugin-list has run already); 2 when none ran.
+int run_verb(const Verbs& v, CliArgs& a, GateCommands& gate_cmds, const std::string& cmd) {
+  if (*v.list) return cmd_list(a.list.what, a.list.json, a.list.coverage);
+  if (*v.verify) return cmd_verify(a.verify, cmd);
+  if (*v.exp) return cmd_export(a.exp.case_str, a.exp.tier, a.exp.out, a.exp.certify);
+  if (*v.run) return cmd_run(a.run.candidate, a.run.in, a.run.out, a.run.case_str);
+  if (*v.report) return cmd_report(a.report.files, a.report.out);
+  if (*v.compare) return cmd_compare(a.compare.files, a.compare.out, a.compare.json);
+  if (*v.mutants) {
+    a.mutants.worker_args = outside_candidate_args();
+    return cmd_mutants(a.mutants, cmd);
   }
-  if (int rc = run_gate_commands(*gate_cmds, cmd); rc >= 0) return rc;
-  if (*worker) {
-    set_num_threads(worker_threads);
-    return worker_main(wk);
+  if (int rc = run_gate_commands(gate_cmds, cmd); rc >= 0) return rc;
+  if (*v.worker) {
+    set_num_threads(a.worker_threads);
+    return worker_main(a.worker);
   }
-  if (*bench_worker) {
-    set_num_threads(worker_threads);
-    return timing_worker_main(tr, tr_report);
+  if (*v.bench_worker) {
+    set_num_threads(a.worker_threads);
+    return timing_worker_main(a.timing, a.timing_report);
   }
   return 2;
+}
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"driftgate: numerical verification and benchmarking of LLM inference kernels"};
+  app.require_subcommand(1);
+  CliArgs a;
+  Verbs v;
+  v.list = add_list(app, a.list);
+  v.verify = add_verify(app, a.verify);
+  v.exp = add_export(app, a.exp);
+  v.run = add_run(app, a.run);
+  v.mutants = add_mutants(app, a.mutants);
+  v.report = add_report(app, a.report);
+  v.compare = add_compare(app, a.compare);
+  v.worker = add_worker(app, a.worker, a.worker_threads);
+  v.bench_worker = add_bench_worker(app, a.timing, a.timing_report, a.worker_threads);
+  v.plugin_list = add_plugin_list(app, a.plugin_library, a.plugin_report);
+  add_global_options(app, a.global);
+  std::shared_ptr<GateCommands> gate_cmds = add_gate_commands(app);
+  for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  a.verify.min_bits_given = v.verify->get_option("--min-bits")->count() > 0;
+  apply_global_options(a.global);
+  if (*v.plugin_list) return plugin_list_main(a.plugin_library, a.plugin_report);
+  if (*v.bench_worker && !a.timing.cpus.empty()) pin_timing_worker(a.timing.cpus);
+  add_outside_candidates(a.global, *v.worker || *v.bench_worker || *v.run);
+  return run_verb(v, a, *gate_cmds, command_line(argc, argv));
 }
 
 }  // namespace

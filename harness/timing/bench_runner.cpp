@@ -199,6 +199,22 @@ struct Slot {
   uint64_t content = 0;         // hash_inputs(in), kept current so that no call reads `in` just before it runs
 };
 
+// Which call a problem is about, for its message.
+std::string describe(const CallRecord& r) {
+  switch (r.kind) {
+    case CallKind::warmup: return std::string("the warm-up call");
+    case CallKind::timed: return fmt::format("timed call {}", r.sample + 1);
+    case CallKind::rerun: return fmt::format("the re-run of timed call {}", r.sample + 1);
+  }
+  return std::string("?");
+}
+
+int64_t total_bytes(const TensorMap& in) {
+  int64_t bytes = 0;
+  for (const auto& [_, t] : in) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
 class Runner {
  public:
   Runner(const std::vector<const Candidate*>& cands, const Case& c, const BenchOptions& opt)
@@ -212,29 +228,11 @@ class Runner {
     }
   }
 
+  // The input slots and every candidate's output slots, before any call.
   void prepare(uint64_t invocation) {
-    auto seed_of = [&](int g) {
-      uint64_t s = mix64(opt_.seed * 0x9e3779b97f4a7c15ULL + invocation * 0xbf58476d1ce4e5b9ULL + static_cast<uint64_t>(g) + 1) &
-                   0x7fffffffULL;
-      return s == c_.seed() ? s + 1 : s;
-    };
     std::vector<TensorMap> groups;
-    groups.push_back(generate_inputs(c_.with("seed", std::to_string(seed_of(0)))));
-    int64_t set_bytes = 0;
-    for (const auto& [_, t] : groups[0]) set_bytes += static_cast<int64_t>(t.nbytes());
-    // Every slot also holds one output set per candidate: the memory limit is scaled so that it
-    // bounds inputs and outputs together.
-    int64_t out_bytes = 0;
-    for (const OutputSpec& o : specs_) {
-      int64_t n = 1;
-      for (int64_t d : o.shape) n *= d;
-      for (const Candidate* cand : cands_) out_bytes += n * info(output_dtype(o.name, cand->info())).storage_bytes;
-    }
-    int64_t memory = available_memory_bytes();
-    memory = set_bytes > 0 ? static_cast<int64_t>(static_cast<double>(memory) * static_cast<double>(set_bytes) /
-                                                  static_cast<double>(set_bytes + out_bytes))
-                           : memory;
-    int S = opt_.input_sets > 0 ? opt_.input_sets : auto_input_sets(set_bytes, last_level_cache_bytes(), memory);
+    groups.push_back(generate_inputs(c_.with("seed", std::to_string(input_seed(invocation, 0)))));
+    const int S = input_set_count(total_bytes(groups[0]));
     const int64_t period = rotation_period(groups[0]);
     // Slot i derives from generated set i % G, first seen rotated by (i / G) * stride, where stride
     // bounds the visits of one slot: the contents then never repeat within this run when G is large
@@ -243,20 +241,10 @@ class Runner {
     int64_t stride = calls_max / S + 2;
     int64_t need = (static_cast<int64_t>(S) * stride + period - 1) / period;
     int G = static_cast<int>(std::min<int64_t>(S, std::max<int64_t>(std::min(S, kMinGeneratedSets), need)));
-    for (int g = 1; g < G; ++g) groups.push_back(generate_inputs(c_.with("seed", std::to_string(seed_of(g)))));
-    for (int i = 0; i < S; ++i) {
-      Slot s;
-      s.seed = seed_of(i % G);
-      s.base = static_cast<int64_t>(i / G) * stride;
-      s.in = rotated(groups[static_cast<size_t>(i % G)], s.base);
-      s.content = hash_inputs(s.in);
-      slots_.push_back(std::move(s));
-    }
-    for (const Candidate* cand : cands_) {
-      std::vector<TensorMap> outs;
-      for (int i = 0; i < S; ++i) outs.push_back(alloc_outputs(*cand, specs_));
-      out_slots_.push_back(std::move(outs));
-    }
+    for (int g = 1; g < G; ++g)
+      groups.push_back(generate_inputs(c_.with("seed", std::to_string(input_seed(invocation, g)))));
+    fill_input_slots(groups, invocation, S, G, stride);
+    alloc_output_slots(S);
   }
 
   // One untimed call per candidate, through the same slots as the timed calls.
@@ -289,18 +277,7 @@ class Runner {
     benchmark::RunSpecifiedBenchmarks(&reporter, "^" + prefix);
     benchmark::ClearRegisteredBenchmarks();
     if (!error_.empty()) throw std::runtime_error(error_);
-    for (size_t ci = 0; ci < cands_.size(); ++ci) {
-      std::vector<KeepEveryRepetition::Repetition>& runs = reporter.runs[prefix + std::to_string(ci)];
-      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
-      if (runs.size() != static_cast<size_t>(reps))
-        throw std::runtime_error(fmt::format("Google Benchmark reported {} repetitions of {}, expected {}", runs.size(),
-                                             cands_[ci]->name(), reps));
-      for (const auto& r : runs) {
-        if (r.error) throw std::runtime_error(fmt::format("{}: {}", cands_[ci]->name(), r.message));
-        samples_[ci].push_back(r.real_s);
-        cpu_[ci].push_back(r.cpu_s);
-      }
-    }
+    keep_round_samples(reporter, prefix, reps);
   }
 
   const std::vector<std::vector<double>>& samples() const { return samples_; }
@@ -342,6 +319,60 @@ class Runner {
     return 0;
   }
 
+  // --- preparation --------------------------------------------------------------------------------
+
+  // The seed of generated input set g: differs per invocation of time_candidates, and from the case's own.
+  uint64_t input_seed(uint64_t invocation, int g) const {
+    uint64_t s = mix64(opt_.seed * 0x9e3779b97f4a7c15ULL + invocation * 0xbf58476d1ce4e5b9ULL + static_cast<uint64_t>(g) + 1) &
+                 0x7fffffffULL;
+    return s == c_.seed() ? s + 1 : s;
+  }
+
+  // One output set of every candidate: the bytes a slot's outputs take.
+  int64_t output_bytes_per_slot() const {
+    int64_t out_bytes = 0;
+    for (const OutputSpec& o : specs_) {
+      int64_t n = 1;
+      for (int64_t d : o.shape) n *= d;
+      for (const Candidate* cand : cands_) out_bytes += n * info(output_dtype(o.name, cand->info())).storage_bytes;
+    }
+    return out_bytes;
+  }
+
+  // How many input slots: the option, else auto_input_sets within the available memory.
+  int input_set_count(int64_t set_bytes) const {
+    // Every slot also holds one output set per candidate: the memory limit is scaled so that it
+    // bounds inputs and outputs together.
+    int64_t out_bytes = output_bytes_per_slot();
+    int64_t memory = available_memory_bytes();
+    memory = set_bytes > 0 ? static_cast<int64_t>(static_cast<double>(memory) * static_cast<double>(set_bytes) /
+                                                  static_cast<double>(set_bytes + out_bytes))
+                           : memory;
+    return opt_.input_sets > 0 ? opt_.input_sets : auto_input_sets(set_bytes, last_level_cache_bytes(), memory);
+  }
+
+  // S slots from the G generated sets: slot i is set i % G rotated by (i / G) * stride.
+  void fill_input_slots(const std::vector<TensorMap>& groups, uint64_t invocation, int S, int G, int64_t stride) {
+    for (int i = 0; i < S; ++i) {
+      Slot s;
+      s.seed = input_seed(invocation, i % G);
+      s.base = static_cast<int64_t>(i / G) * stride;
+      s.in = rotated(groups[static_cast<size_t>(i % G)], s.base);
+      s.content = hash_inputs(s.in);
+      slots_.push_back(std::move(s));
+    }
+  }
+
+  void alloc_output_slots(int S) {
+    for (const Candidate* cand : cands_) {
+      std::vector<TensorMap> outs;
+      for (int i = 0; i < S; ++i) outs.push_back(alloc_outputs(*cand, specs_));
+      out_slots_.push_back(std::move(outs));
+    }
+  }
+
+  // --- calls --------------------------------------------------------------------------------------
+
   Pending begin(int cand, CallKind kind) {
     Pending p;
     p.cand = cand;
@@ -371,15 +402,18 @@ class Runner {
     if (hook) hook->end(p.cand, wall);
     const DeviceCall& d = scope.call();
     if (d.launches == 0) return wall;
-    if (p.kind == CallKind::timed) {
-      DeviceRecord& r = device_[static_cast<size_t>(p.cand)];
-      r.wall.push_back(d.launch_wall_s);
-      r.throttled += d.throttled;
-      r.low_clock += d.low_clock;
-      r.peak_gbs = d.peak_gbs;
-      r.device = d.device;
-    }
+    if (p.kind == CallKind::timed) keep_device_call(p.cand, d);
     return d.device_s;
+  }
+
+  // A timed call that ran device work: its launches' wall time, clock findings and device.
+  void keep_device_call(int cand, const DeviceCall& d) {
+    DeviceRecord& r = device_[static_cast<size_t>(cand)];
+    r.wall.push_back(d.launch_wall_s);
+    r.throttled += d.throttled;
+    r.low_clock += d.low_clock;
+    r.peak_gbs = d.peak_gbs;
+    r.device = d.device;
   }
 
   void invoke(const Candidate& cand, const TensorMap& in, TensorMap& out) const {
@@ -399,22 +433,33 @@ class Runner {
     hash_outputs(p.out, mine, r);
     reset_outputs(mine, specs_);
     r.wrote_inputs = hash_inputs(slot.in) != slot.content;
+    move_slot_on(slot, r.wrote_inputs);
+    log_.push_back(std::move(r));
+  }
+
+  // The slot's contents at its next visit: rotated by one more, or regenerated where the call wrote
+  // to them; then hashed.
+  void move_slot_on(Slot& slot, bool written) {
     ++slot.visits;
-    if (r.wrote_inputs) {   // regenerate, in place, what the slot holds at its next visit
-      TensorMap fresh = generate_inputs(c_.with("seed", std::to_string(slot.seed)));
-      for (auto& [name, t] : slot.in) {
-        const Tensor& f = fresh.at(name);
-        if (rotatable(t))
-          rotate_copy(f, t, slot.base + slot.visits);
-        else if (t.nbytes())
-          std::memcpy(t.bytes(), f.bytes(), t.nbytes());
-      }
+    if (written) {
+      regenerate_slot(slot);
     } else {
       for (auto& [_, t] : slot.in)
         if (rotatable(t)) rotate_by_one(t, tmp_);
     }
     slot.content = hash_inputs(slot.in);
-    log_.push_back(std::move(r));
+  }
+
+  // Regenerate, in place, what the slot holds at its next visit.
+  void regenerate_slot(Slot& slot) {
+    TensorMap fresh = generate_inputs(c_.with("seed", std::to_string(slot.seed)));
+    for (auto& [name, t] : slot.in) {
+      const Tensor& f = fresh.at(name);
+      if (rotatable(t))
+        rotate_copy(f, t, slot.base + slot.visits);
+      else if (t.nbytes())
+        std::memcpy(t.bytes(), f.bytes(), t.nbytes());
+    }
   }
 
   void hash_outputs(const TensorMap& got, const TensorMap& mine, CallRecord& r) const {
@@ -455,18 +500,35 @@ class Runner {
     }
   }
 
+  // The round's repetitions of every candidate, in repetition order, appended to its samples.
+  void keep_round_samples(KeepEveryRepetition& reporter, const std::string& prefix, int reps) {
+    for (size_t ci = 0; ci < cands_.size(); ++ci) {
+      std::vector<KeepEveryRepetition::Repetition>& runs = reporter.runs[prefix + std::to_string(ci)];
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+      if (runs.size() != static_cast<size_t>(reps))
+        throw std::runtime_error(fmt::format("Google Benchmark reported {} repetitions of {}, expected {}", runs.size(),
+                                             cands_[ci]->name(), reps));
+      for (const auto& r : runs) {
+        if (r.error) throw std::runtime_error(fmt::format("{}: {}", cands_[ci]->name(), r.message));
+        samples_[ci].push_back(r.real_s);
+        cpu_[ci].push_back(r.cpu_s);
+      }
+    }
+  }
+
+  // --- the checks after timing --------------------------------------------------------------------
+
   // The checks after timing, for one candidate; returns the problems found, in call order.
   std::vector<std::string> check(int cand) {
-    const Candidate& c = *cands_[static_cast<size_t>(cand)];
+    std::vector<std::string> problems = write_problems(cand);
+    const std::vector<CallRecord> reruns = rerun_and_compare(cand, pick_reruns(cand), problems);
+    check_replay(cand, reruns, problems);
+    return problems;
+  }
+
+  // Calls that replaced an output tensor or wrote to their inputs.
+  std::vector<std::string> write_problems(int cand) const {
     std::vector<std::string> problems;
-    auto describe = [](const CallRecord& r) {
-      switch (r.kind) {
-        case CallKind::warmup: return std::string("the warm-up call");
-        case CallKind::timed: return fmt::format("timed call {}", r.sample + 1);
-        case CallKind::rerun: return fmt::format("the re-run of timed call {}", r.sample + 1);
-      }
-      return std::string("?");
-    };
     for (const CallRecord& r : log_) {
       if (r.cand != cand) continue;
       if (!r.replaced.empty())
@@ -474,10 +536,13 @@ class Runner {
       if (r.wrote_inputs)
         problems.push_back(fmt::format("{}: the candidate wrote to its inputs (input set {})", describe(r), r.slot));
     }
+    return problems;
+  }
 
-    // Re-runs: up to kMaxReruns timed calls on distinct slots, first calls on a slot this candidate
-    // had used before (where a result cached by address would be handed back), then others; a
-    // seeded sample within each group.
+  // Re-runs: up to kMaxReruns timed calls on distinct slots, first calls on a slot this candidate
+  // had used before (where a result cached by address would be handed back), then others; a
+  // seeded sample within each group.
+  std::vector<const CallRecord*> pick_reruns(int cand) const {
     std::vector<const CallRecord*> revisits, firsts;
     std::set<int> used;
     for (const CallRecord& r : log_) {
@@ -494,21 +559,19 @@ class Runner {
       for (const CallRecord* r : *group)
         if (picks.size() < static_cast<size_t>(kMaxReruns) && picked_slots.insert(r->slot).second) picks.push_back(r);
     std::sort(picks.begin(), picks.end(), [](const CallRecord* a, const CallRecord* b) { return a->sample < b->sample; });
+    return picks;
+  }
+
+  // Runs every pick again, untimed, on a fresh copy of the inputs it saw; outputs that differ from
+  // the timed call's are a problem. Returns the re-runs' records.
+  std::vector<CallRecord> rerun_and_compare(int cand, const std::vector<const CallRecord*>& picks,
+                                            std::vector<std::string>& problems) {
     std::vector<CallRecord> reruns;
     for (const CallRecord* t : picks) {
       const Slot& slot = slots_[static_cast<size_t>(t->slot)];
       TensorMap in = rotated(slot.in, t->visit - slot.visits);
       if (hash_inputs(in) != t->content) continue;   // changed after that call's check: nothing to compare
-      TensorMap out = alloc_outputs(c, specs_);
-      TensorMap mine = out;
-      ++calls_[static_cast<size_t>(cand)];
-      try {
-        invoke(c, in, out);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(fmt::format("{} threw on the re-run of timed call {}: {}", c.name(), t->sample + 1, e.what()));
-      }
-      CallRecord r{cand, CallKind::rerun, t->slot, t->visit, t->content, t->sample, {}, {}, false};
-      hash_outputs(out, mine, r);
+      CallRecord r = rerun(cand, *t, in);
       std::vector<std::string> differ;
       for (size_t i = 0; i < specs_.size(); ++i)
         if (r.hashes[i] != t->hashes[i]) differ.push_back("'" + specs_[i].name + "'");
@@ -518,8 +581,27 @@ class Runner {
             t->sample + 1, t->slot, t->visit, fmt::join(differ, ", "), differ.size() == 1 ? "differs" : "differ"));
       reruns.push_back(std::move(r));
     }
+    return reruns;
+  }
 
-    // Replay: identical outputs on different contents.
+  // One untimed re-run of timed call `t` on `in`, into fresh outputs; its record.
+  CallRecord rerun(int cand, const CallRecord& t, const TensorMap& in) {
+    const Candidate& c = *cands_[static_cast<size_t>(cand)];
+    TensorMap out = alloc_outputs(c, specs_);
+    TensorMap mine = out;
+    ++calls_[static_cast<size_t>(cand)];
+    try {
+      invoke(c, in, out);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("{} threw on the re-run of timed call {}: {}", c.name(), t.sample + 1, e.what()));
+    }
+    CallRecord r{cand, CallKind::rerun, t.slot, t.visit, t.content, t.sample, {}, {}, false};
+    hash_outputs(out, mine, r);
+    return r;
+  }
+
+  // Replay: identical outputs on different contents.
+  void check_replay(int cand, const std::vector<CallRecord>& reruns, std::vector<std::string>& problems) const {
     std::unordered_map<uint64_t, const CallRecord*> seen;
     auto replay_check = [&](const CallRecord& r) {
       uint64_t h = 0x2545f4914f6cdd1dULL;
@@ -532,7 +614,6 @@ class Runner {
     for (const CallRecord& r : log_)
       if (r.cand == cand) replay_check(r);
     for (const CallRecord& r : reruns) replay_check(r);
-    return problems;
   }
 
   const std::vector<const Candidate*>& cands_;
@@ -560,6 +641,30 @@ class Runner {
 };
 
 std::atomic<uint64_t> g_invocations{0};
+
+// time_candidates' options and candidates, checked before anything runs.
+void check_bench_request(const std::vector<const Candidate*>& cands, const Case& c, const BenchOptions& opt) {
+  if (opt.min_repetitions < 1 || opt.max_repetitions < opt.min_repetitions)
+    throw InputError(fmt::format("bench: need 1 <= min_repetitions ({}) <= max_repetitions ({})", opt.min_repetitions,
+                                 opt.max_repetitions));
+  if (opt.input_sets < 0 || opt.input_sets == 1)
+    throw InputError(fmt::format("bench: input_sets must be 0 (automatic) or at least 2, got {}", opt.input_sets));
+  if (!(opt.max_time_s >= 0)) throw InputError(fmt::format("bench: max_time_s must be >= 0, got {}", opt.max_time_s));
+  for (const Candidate* cand : cands)
+    if (cand->info().op != c.op())
+      throw InputError(fmt::format("bench: candidate {} implements {}, not {}", cand->name(), cand->info().op, c.op()));
+}
+
+// The next round: half the repetitions so far, as many as the remaining budget affords at the
+// pace measured so far (wall time per repetition of every candidate, harness work included).
+// 0: the budget affords none.
+int next_round_repetitions(const BenchOptions& opt, int done, double elapsed) {
+  double per_rep = elapsed / done;
+  double affordable = per_rep > 0 ? std::floor((opt.max_time_s - elapsed) / per_rep) : 1e9;
+  if (affordable < 1) return 0;
+  return static_cast<int>(std::min<double>({static_cast<double>(opt.max_repetitions - done), affordable,
+                                            static_cast<double>(std::max(1, done / 2))}));
+}
 
 }  // namespace
 
@@ -591,15 +696,7 @@ int auto_input_sets(int64_t set_bytes, int64_t llc_bytes, int64_t memory_bytes) 
 
 std::vector<BenchSamples> time_candidates(const std::vector<const Candidate*>& cands, const Case& c,
                                           const BenchOptions& opt) {
-  if (opt.min_repetitions < 1 || opt.max_repetitions < opt.min_repetitions)
-    throw InputError(fmt::format("bench: need 1 <= min_repetitions ({}) <= max_repetitions ({})", opt.min_repetitions,
-                                 opt.max_repetitions));
-  if (opt.input_sets < 0 || opt.input_sets == 1)
-    throw InputError(fmt::format("bench: input_sets must be 0 (automatic) or at least 2, got {}", opt.input_sets));
-  if (!(opt.max_time_s >= 0)) throw InputError(fmt::format("bench: max_time_s must be >= 0, got {}", opt.max_time_s));
-  for (const Candidate* cand : cands)
-    if (cand->info().op != c.op())
-      throw InputError(fmt::format("bench: candidate {} implements {}, not {}", cand->name(), cand->info().op, c.op()));
+  check_bench_request(cands, c, opt);
   if (cands.empty()) return {};
 
   std::lock_guard<std::mutex> lock(g_gbench_mutex);
@@ -617,13 +714,8 @@ std::vector<BenchSamples> time_candidates(const std::vector<const Candidate*>& c
     if (done >= opt.max_repetitions) break;
     if (opt.stop && opt.stop(runner.samples(), elapsed)) break;
     if (elapsed >= opt.max_time_s) break;
-    // The next round: half the repetitions so far, as many as the remaining budget affords at the
-    // pace measured so far (wall time per repetition of every candidate, harness work included).
-    double per_rep = elapsed / done;
-    double affordable = per_rep > 0 ? std::floor((opt.max_time_s - elapsed) / per_rep) : 1e9;
-    if (affordable < 1) break;
-    next = static_cast<int>(std::min<double>({static_cast<double>(opt.max_repetitions - done), affordable,
-                                              static_cast<double>(std::max(1, done / 2))}));
+    next = next_round_repetitions(opt, done, elapsed);
+    if (next == 0) break;
   }
   return runner.results();
 }

@@ -404,76 +404,78 @@ class ChannelServer {
       while (!started_.load())
         if (stop_.load()) return;
         else std::this_thread::yield();
-      Sample s;
-      s.tag = m.tag;
-      s.cand = m.cand;
-      if (m.tag == 'R') {
-        if (m.cand < 0 || m.cand > 4096) {
-          protocol_error = fmt::format("a timed call of candidate index {}", m.cand);
-          return;
-        }
-        if (timed_count.size() <= static_cast<size_t>(m.cand)) timed_count.resize(static_cast<size_t>(m.cand) + 1, 0);
-        pending_cand = m.cand;
-        pending_index = ++timed_count[static_cast<size_t>(m.cand)];
-      }
-      // Whatever else runs in the sandbox (a process a candidate left behind, a plugin's child) is
-      // stopped for the timed call and kept stopped (keep_stopped); the whole sandbox of a paired
-      // worker is stopped for this one's turn and continued after it.
-      Hold hold(turns_, alone_);
-      if (m.tag == 'R') {
-        if (turns_ && !turns_->acquire(alone_)) return;
-        hold.turn = turns_ != nullptr;
-        // (Once a process could not be stopped the samples are void: later calls wait less for it.)
-        const double wait = idle_problem.empty() ? 0.2 : 0.02;
-        std::string why;
-        keep_stopped(stop_sandbox_processes(init_.load(), worker_.load(), &why, wait));
-        if (!why.empty() && idle_problem.empty()) idle_problem = why;
-        if (other_ && other_->init_.load() > 0) {
-          why.clear();
-          const std::vector<pid_t> kept = other_->kept_stopped();
-          for (pid_t p : stop_sandbox_processes(other_->init_.load(), 0, &why, wait))
-            if (std::find(kept.begin(), kept.end(), p) == kept.end()) hold.pids.push_back(p);
-          if (!why.empty() && idle_problem.empty()) idle_problem = why;
-        }
-      }
-      WorkerProbe::Reading r0 = probe_.settled();
-      if (m.tag == 'R') {
-        probe_.read_mask(r0);
-        s.signals_open = r0.have_mask && (r0.blocked & kBlockable) != kBlockable;
-      }
-      const double own0 = own_run_queue_wait();
-      const auto t0 = Clock::now();
-      if (m.tag == 'R' && !first_timed_) first_timed_ = t0;
-      if (!write_all(to_worker_[1], "G", 1)) return;
-      WireMsg d;
-      if (!read_msg(d)) return;
-      const auto t1 = Clock::now();
-      const double own1 = own_run_queue_wait();
-      const WorkerProbe::Reading r1 = probe_.settled();
-      hold.release();
-      if (d.tag != 'D' || d.cand != m.cand) {
-        protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
-        return;
-      }
-      pending_cand = -1;
-      s.wall = std::chrono::duration<double>(t1 - t0).count();
-      s.cpu = (r1.threads + r1.children) - (r0.threads + r0.children);
-      // The kernel accounts a wait for a CPU when the wait ends: a worker still waiting when the
-      // interval began (it had not yet blocked on "go") adds its earlier wait too. Within the
-      // interval, the main thread cannot have waited longer than the interval less its run time.
-      const double main_ran = r1.main_run > 0 ? std::max(0.0, r1.main_run - r0.main_run) : 0.0;
-      s.delay = std::min(std::max(0.0, r1.main_delay - r0.main_delay), std::max(0.0, s.wall - main_ran));
-      // driftgate's serving thread may wait for a CPU while the worker runs (the worker, woken by
-      // "go", takes the thread's CPU): that wait is not in the interval. Only the part while the
-      // worker's main thread neither ran nor waited for a CPU (it slept, e.g. on "continue") can
-      // have delayed the reading of "done".
-      const double worker_slept = r1.main_run > 0 ? std::max(0.0, s.wall - main_ran - s.delay) : s.wall;
-      s.observer_delay = std::min(std::max(0.0, own1 - own0), worker_slept);
-      s.other = r1.main_run > 0 ? std::max(0.0, (r1.threads - r0.threads) - (r1.main_run - r0.main_run)) : 0;
-      s.self = d.self_s;
-      if (s.self >= 0) samples.push_back(s);   // < 0: the call threw; the worker reports it
-      if (!write_all(to_worker_[1], "C", 1)) return;
+      if (m.tag == 'R' && !note_timed_call(m.cand, timed_count)) return;
+      if (!serve_call(m)) return;
     }
+  }
+
+  // A timed call of `cand` begins: the call that never ended, should the worker fail during it.
+  bool note_timed_call(int cand, std::vector<int>& timed_count) {
+    if (cand < 0 || cand > 4096) {
+      protocol_error = fmt::format("a timed call of candidate index {}", cand);
+      return false;
+    }
+    if (timed_count.size() <= static_cast<size_t>(cand)) timed_count.resize(static_cast<size_t>(cand) + 1, 0);
+    pending_cand = cand;
+    pending_index = ++timed_count[static_cast<size_t>(cand)];
+    return true;
+  }
+
+  // One call (timed, or a no-op exchange): "go", the worker's "done", "continue", timed on
+  // driftgate's clock and read from outside around it. false: serving ends.
+  bool serve_call(const WireMsg& m) {
+    Sample s;
+    s.tag = m.tag;
+    s.cand = m.cand;
+    // Whatever else runs in the sandbox (a process a candidate left behind, a plugin's child) is
+    // stopped for the timed call and kept stopped (keep_stopped); the whole sandbox of a paired
+    // worker is stopped for this one's turn and continued after it.
+    Hold hold(turns_, alone_);
+    if (m.tag == 'R' && !hold_for_timed_call(hold)) return false;
+    WorkerProbe::Reading r0 = probe_.settled();
+    if (m.tag == 'R') {
+      probe_.read_mask(r0);
+      s.signals_open = r0.have_mask && (r0.blocked & kBlockable) != kBlockable;
+    }
+    const double own0 = own_run_queue_wait();
+    const auto t0 = Clock::now();
+    if (m.tag == 'R' && !first_timed_) first_timed_ = t0;
+    if (!write_all(to_worker_[1], "G", 1)) return false;
+    WireMsg d;
+    if (!read_msg(d)) return false;
+    const auto t1 = Clock::now();
+    const double own1 = own_run_queue_wait();
+    const WorkerProbe::Reading r1 = probe_.settled();
+    hold.release();
+    if (d.tag != 'D' || d.cand != m.cand) {
+      protocol_error = fmt::format("expected the end of the call, got message '{}'", d.tag);
+      return false;
+    }
+    pending_cand = -1;
+    account(s, std::chrono::duration<double>(t1 - t0).count(), r0, r1, own1 - own0);
+    s.self = d.self_s;
+    if (s.self >= 0) samples.push_back(s);   // < 0: the call threw; the worker reports it
+    return write_all(to_worker_[1], "C", 1);
+  }
+
+  // What the readings around a call of `wall` seconds say: its CPU time, its main thread's wait
+  // for a CPU, the serving thread's (own_wait) and the worker's other threads' CPU time.
+  static void account(Sample& s, double wall, const WorkerProbe::Reading& r0, const WorkerProbe::Reading& r1,
+                      double own_wait) {
+    s.wall = wall;
+    s.cpu = (r1.threads + r1.children) - (r0.threads + r0.children);
+    // The kernel accounts a wait for a CPU when the wait ends: a worker still waiting when the
+    // interval began (it had not yet blocked on "go") adds its earlier wait too. Within the
+    // interval, the main thread cannot have waited longer than the interval less its run time.
+    const double main_ran = r1.main_run > 0 ? std::max(0.0, r1.main_run - r0.main_run) : 0.0;
+    s.delay = std::min(std::max(0.0, r1.main_delay - r0.main_delay), std::max(0.0, s.wall - main_ran));
+    // driftgate's serving thread may wait for a CPU while the worker runs (the worker, woken by
+    // "go", takes the thread's CPU): that wait is not in the interval. Only the part while the
+    // worker's main thread neither ran nor waited for a CPU (it slept, e.g. on "continue") can
+    // have delayed the reading of "done".
+    const double worker_slept = r1.main_run > 0 ? std::max(0.0, s.wall - main_ran - s.delay) : s.wall;
+    s.observer_delay = std::min(std::max(0.0, own_wait), worker_slept);
+    s.other = r1.main_run > 0 ? std::max(0.0, (r1.threads - r0.threads) - (r1.main_run - r0.main_run)) : 0;
   }
 
   // The worker's question after a round: "S" once driftgate's samples of the two candidates
@@ -515,6 +517,27 @@ class ChannelServer {
     bool turn = false;
     std::vector<pid_t> pids;
   };
+
+  // Before a timed call: the turn (paired workers), then every other process of this sandbox
+  // stopped and kept stopped, and every process of the paired worker's sandbox stopped for this
+  // call (held in `hold`). false: the turns have closed.
+  bool hold_for_timed_call(Hold& hold) {
+    if (turns_ && !turns_->acquire(alone_)) return false;
+    hold.turn = turns_ != nullptr;
+    // (Once a process could not be stopped the samples are void: later calls wait less for it.)
+    const double wait = idle_problem.empty() ? 0.2 : 0.02;
+    std::string why;
+    keep_stopped(stop_sandbox_processes(init_.load(), worker_.load(), &why, wait));
+    if (!why.empty() && idle_problem.empty()) idle_problem = why;
+    if (other_ && other_->init_.load() > 0) {
+      why.clear();
+      const std::vector<pid_t> kept = other_->kept_stopped();
+      for (pid_t p : stop_sandbox_processes(other_->init_.load(), 0, &why, wait))
+        if (std::find(kept.begin(), kept.end(), p) == kept.end()) hold.pids.push_back(p);
+      if (!why.empty() && idle_problem.empty()) idle_problem = why;
+    }
+    return true;
+  }
 
   int to_worker_[2] = {-1, -1}, from_worker_[2] = {-1, -1};
   // The processes of this worker's sandbox other than the worker (what a candidate left behind, a
@@ -558,78 +581,80 @@ int budget_of(const TimingRequest& req) {
   return 0;
 }
 
-}  // namespace
+// --- judging one candidate's calls ---------------------------------------------------------------
 
-std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
-                         const std::vector<double>& cpu, const std::vector<double>& delay,
-                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
-                         const std::vector<double>& observer_delay) {
-  if (wall.empty()) return "";
-  std::string out;
-  auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
-  if (self.size() == wall.size()) {
-    // Per call, the time driftgate saw that neither clock's owner could use is taken off: driftgate's
-    // serving thread and the worker's main thread waiting for a CPU (kernel counters, read from
-    // outside). What stays (the remainder) is the exchange itself, and a candidate clock that runs
-    // slow. An honest call's remainder is the exchange at most, whatever the load (threads that
-    // keep the CPUs busy after the call only delay the "done", a wait); a clock at half speed
-    // leaves half of what its main thread ran or slept through during the call, less its waits. A
-    // call's allowance: 3 round trips + 300 us + 10% of the time it had (its interval less the waits). The
-    // judged value is the median excess over the half of the calls whose main thread waited least
-    // (a loaded machine starves some calls, rarely all).
-    const bool observed = observer_delay.size() == wall.size(), waited = delay.size() == wall.size();
-    std::vector<size_t> order(wall.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    if (waited)
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return delay[a] * wall[b] < delay[b] * wall[a]; });
-    const size_t judged = waited ? std::min(wall.size(), std::max<size_t>(3, wall.size() / 2)) : wall.size();
-    std::vector<double> excess, remainder;
-    for (size_t k = 0; k < judged; ++k) {
-      const size_t i = order[k];
-      const double had = wall[i] - (observed ? observer_delay[i] : 0.0) - (waited ? delay[i] : 0.0);
-      remainder.push_back(had - self[i]);
-      excess.push_back(had - self[i] - (3 * round_trip + kClockAbsTolerance + kClockRelTolerance * std::max(had, 0.0)));
-    }
-    if (median_of(excess) > 0)
-      add(fmt::format("rule clock: {}'s process timed its calls at a median {:.1f} us, driftgate's clock at {:.1f} us; "
-                      "over the {} calls that waited least for a CPU, driftgate saw a median {:.1f} us more than the "
-                      "candidate's clock (no-op round trip {:.1f} us): the candidate's clock disagrees with driftgate's",
-                      candidate, 1e6 * median_of(self), 1e6 * median_of(wall), judged, 1e6 * median_of(remainder),
-                      1e6 * round_trip));
+// Rule clock (judge_timing): "" when the candidate's clock agrees with driftgate's.
+std::string clock_rule(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
+                       const std::vector<double>& delay, double round_trip, const std::vector<double>& observer_delay) {
+  // Per call, the time driftgate saw that neither clock's owner could use is taken off: driftgate's
+  // serving thread and the worker's main thread waiting for a CPU (kernel counters, read from
+  // outside). What stays (the remainder) is the exchange itself, and a candidate clock that runs
+  // slow. An honest call's remainder is the exchange at most, whatever the load (threads that
+  // keep the CPUs busy after the call only delay the "done", a wait); a clock at half speed
+  // leaves half of what its main thread ran or slept through during the call, less its waits. A
+  // call's allowance: 3 round trips + 300 us + 10% of the time it had (its interval less the waits). The
+  // judged value is the median excess over the half of the calls whose main thread waited least
+  // (a loaded machine starves some calls, rarely all).
+  const bool observed = observer_delay.size() == wall.size(), waited = delay.size() == wall.size();
+  std::vector<size_t> order(wall.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (waited)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return delay[a] * wall[b] < delay[b] * wall[a]; });
+  const size_t judged = waited ? std::min(wall.size(), std::max<size_t>(3, wall.size() / 2)) : wall.size();
+  std::vector<double> excess, remainder;
+  for (size_t k = 0; k < judged; ++k) {
+    const size_t i = order[k];
+    const double had = wall[i] - (observed ? observer_delay[i] : 0.0) - (waited ? delay[i] : 0.0);
+    remainder.push_back(had - self[i]);
+    excess.push_back(had - self[i] - (3 * round_trip + kClockAbsTolerance + kClockRelTolerance * std::max(had, 0.0)));
   }
-  if (threads > 0 && cpu.size() == wall.size()) {
-    // With one thread granted, the time the candidate's thread waited for a CPU (a loaded machine)
-    // is not time it could have used: judged against the rest, a second thread shows whatever the
-    // load. With more, the plain wall time (their waits cannot be told apart).
-    std::vector<double> avail(wall);
-    if (threads == 1 && delay.size() == wall.size())
-      for (size_t i = 0; i < wall.size(); ++i) avail[i] = std::max(wall[i] - delay[i], 0.1 * wall[i]);
-    const double sum_wall = std::accumulate(avail.begin(), avail.end(), 0.0);
-    const double sum_cpu = std::accumulate(cpu.begin(), cpu.end(), 0.0);
-    const double slack = children_ticks ? 0.02 + 0.01 * std::sqrt(static_cast<double>(wall.size())) : 0.0;
-    double worst = 0;
-    for (size_t i = 0; i < wall.size(); ++i)
-      if (avail[i] > 0) worst = std::max(worst, cpu[i] / avail[i]);
-    if (sum_cpu > threads * (1 + kCpuTolerance) * sum_wall + slack)
-      add(fmt::format("rule cpu_budget: {} used {:.2f} CPU-seconds per second over its {} timed calls (up to {:.2f} in "
-                      "one call), but was granted {} thread{} (--threads)",
-                      candidate, sum_cpu / sum_wall, wall.size(), worst, threads, threads == 1 ? "" : "s"));
-    // One thread granted: CPU time of any other thread of the candidate's process during its calls
-    // (exact, whatever the machine's load) may not exceed a tenth of the calls' CPU time (the
-    // worker's own helper thread wakes twice a second; an honest candidate starts none).
-    else if (threads == 1 && other.size() == wall.size()) {
-      const double sum_other = std::accumulate(other.begin(), other.end(), 0.0);
-      if (sum_other > kOtherThreadsTolerance * sum_cpu + 1e-3)
-        add(fmt::format("rule cpu_budget: {} ran other threads for {:.1f} ms of its {:.1f} ms of CPU time over its {} "
-                        "timed calls, but was granted 1 thread (--threads)",
-                        candidate, 1e3 * sum_other, 1e3 * sum_cpu, wall.size()));
-    }
-  }
-  return out;
+  if (median_of(excess) > 0)
+    return fmt::format("rule clock: {}'s process timed its calls at a median {:.1f} us, driftgate's clock at {:.1f} us; "
+                       "over the {} calls that waited least for a CPU, driftgate saw a median {:.1f} us more than the "
+                       "candidate's clock (no-op round trip {:.1f} us): the candidate's clock disagrees with driftgate's",
+                       candidate, 1e6 * median_of(self), 1e6 * median_of(wall), judged, 1e6 * median_of(remainder),
+                       1e6 * round_trip);
+  return "";
 }
 
-std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
+// Rule cpu_budget (judge_timing): "" when the candidate kept to the `threads` it was granted.
+std::string cpu_budget_rule(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& cpu,
+                            const std::vector<double>& delay, const std::vector<double>& other, int threads,
+                            bool children_ticks) {
+  // With one thread granted, the time the candidate's thread waited for a CPU (a loaded machine)
+  // is not time it could have used: judged against the rest, a second thread shows whatever the
+  // load. With more, the plain wall time (their waits cannot be told apart).
+  std::vector<double> avail(wall);
+  if (threads == 1 && delay.size() == wall.size())
+    for (size_t i = 0; i < wall.size(); ++i) avail[i] = std::max(wall[i] - delay[i], 0.1 * wall[i]);
+  const double sum_wall = std::accumulate(avail.begin(), avail.end(), 0.0);
+  const double sum_cpu = std::accumulate(cpu.begin(), cpu.end(), 0.0);
+  const double slack = children_ticks ? 0.02 + 0.01 * std::sqrt(static_cast<double>(wall.size())) : 0.0;
+  double worst = 0;
+  for (size_t i = 0; i < wall.size(); ++i)
+    if (avail[i] > 0) worst = std::max(worst, cpu[i] / avail[i]);
+  if (sum_cpu > threads * (1 + kCpuTolerance) * sum_wall + slack)
+    return fmt::format("rule cpu_budget: {} used {:.2f} CPU-seconds per second over its {} timed calls (up to {:.2f} in "
+                       "one call), but was granted {} thread{} (--threads)",
+                       candidate, sum_cpu / sum_wall, wall.size(), worst, threads, threads == 1 ? "" : "s");
+  // One thread granted: CPU time of any other thread of the candidate's process during its calls
+  // (exact, whatever the machine's load) may not exceed a tenth of the calls' CPU time (the
+  // worker's own helper thread wakes twice a second; an honest candidate starts none).
+  if (threads == 1 && other.size() == wall.size()) {
+    const double sum_other = std::accumulate(other.begin(), other.end(), 0.0);
+    if (sum_other > kOtherThreadsTolerance * sum_cpu + 1e-3)
+      return fmt::format("rule cpu_budget: {} ran other threads for {:.1f} ms of its {:.1f} ms of CPU time over its {} "
+                         "timed calls, but was granted 1 thread (--threads)",
+                         candidate, 1e3 * sum_other, 1e3 * sum_cpu, wall.size());
+  }
+  return "";
+}
+
+// --- time_in_worker's parts -----------------------------------------------------------------------
+
+// The bench-worker's command line, before the cores it pins to (--cpus).
+std::vector<std::string> bench_worker_args(const TimingRequest& req) {
   std::vector<std::string> args = {"bench-worker", "--case", req.case_str, "--max-time", fmt::format("{}", req.max_time_s),
                                    "--min-reps", std::to_string(req.min_repetitions), "--confidence",
                                    fmt::format("{}", req.confidence), "--target-halfwidth",
@@ -637,77 +662,75 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
                                    fmt::format("{}", req.interim_confidence), "--min-effect",
                                    fmt::format("{}", req.min_effect), "--channel"};
   for (const std::string& c : req.candidates) args.insert(args.end(), {"--candidate", c});
-  const int asked = budget_of(req);
-  const std::vector<int> all = allowed_cpus();
-  const int granted = asked > 0 ? asked : static_cast<int>(all.size());
-  std::vector<int> cpus;
-  if (asked > 0 && asked < static_cast<int>(all.size())) {
-    cpus = cpus_for_budget(asked);
-    args.insert(args.end(), {"--cpus", cpu_list_text(cpus)});
-  }
+  return args;
+}
+
+WorkerLimits timing_worker_limits(const TimingRequest& req) {
   WorkerLimits lim;
   lim.wall_seconds = req.wall_seconds > 0 ? req.wall_seconds : req.max_time_s * 4 + 120;
   for (const std::string& c : req.candidates) lim.device = lim.device || is_device_candidate(c);
-  std::string report;
-  ChannelServer server;
-  const bool stop_rule = req.target_halfwidth > 0 && req.candidates.size() == 2;
-  if (stop_rule)
-    server.set_stop_rule(StopRule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
-                                  req.max_time_s, req.min_repetitions});
-  WorkerChannels ch;
-  ch.fds = server.worker_fds();
-  ch.on_start = [&](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
+  return lim;
+}
 
-  // Rule base_alone: the base is also timed in a worker of its own, which loads no other candidate's
-  // code, its calls taking turns with the shared worker's (see the top).
-  const bool alone = req.base_alone && req.candidates.size() >= 2 && !lim.device;
-  Turns turns(static_cast<int>(req.candidates.size()));
-  ChannelServer alone_server;
-  WorkerChannels alone_ch;
-  std::thread alone_thread;
-  WorkerResult alone_result;
-  std::string alone_error;
-  if (alone) {
-    server.pair(&turns, false, &alone_server);
-    alone_server.pair(&turns, true, &server);
-    alone_ch.fds = alone_server.worker_fds();
-    alone_ch.on_start = [&](pid_t pid, pid_t init) { alone_server.on_start(pid, init, cpus); };
-    std::vector<std::string> alone_args = args;
-    const auto first = std::find(alone_args.begin(), alone_args.end(), "--candidate");
-    alone_args.erase(first, alone_args.end());   // the candidates come last: the base's alone
-    alone_args.insert(alone_args.end(), {"--candidate", req.candidates[0]});
-    if (!cpus.empty()) alone_args.insert(alone_args.end(), {"--cpus", cpu_list_text(cpus)});
-    // It runs for as long as the shared worker does, which hangs up on it.
-    alone_args[std::find(alone_args.begin(), alone_args.end(), "--max-time") - alone_args.begin() + 1] =
-        fmt::format("{}", lim.wall_seconds);
+// The alone worker's command line: the shared worker's with the base as its only candidate, and a
+// wall limit as long as the shared worker's.
+std::vector<std::string> alone_worker_args(std::vector<std::string> alone_args, const TimingRequest& req,
+                                           const WorkerLimits& lim, const std::vector<int>& cpus) {
+  const auto first = std::find(alone_args.begin(), alone_args.end(), "--candidate");
+  alone_args.erase(first, alone_args.end());   // the candidates come last: the base's alone
+  alone_args.insert(alone_args.end(), {"--candidate", req.candidates[0]});
+  if (!cpus.empty()) alone_args.insert(alone_args.end(), {"--cpus", cpu_list_text(cpus)});
+  // It runs for as long as the shared worker does, which hangs up on it.
+  alone_args[std::find(alone_args.begin(), alone_args.end(), "--max-time") - alone_args.begin() + 1] =
+      fmt::format("{}", lim.wall_seconds);
+  return alone_args;
+}
+
+// Rule base_alone: the base is also timed in a worker of its own, which loads no other candidate's
+// code, its calls taking turns with the shared worker's (see the top).
+struct AloneWorker {
+  explicit AloneWorker(int candidates) : turns(candidates) {}
+
+  // Pairs it with the shared worker's server and starts it, in a thread of its own.
+  void start(ChannelServer& shared, const TimingRequest& req, const std::vector<std::string>& args,
+             const WorkerLimits& lim, const std::vector<int>& cpus) {
+    started = true;
+    shared.pair(&turns, false, &server);
+    server.pair(&turns, true, &shared);
+    ch.fds = server.worker_fds();
+    ch.on_start = [this, cpus](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
+    const std::vector<std::string> alone_args = alone_worker_args(args, req, lim, cpus);
     const std::vector<std::string> alone_extra = req.base_args;
-    alone_server.start();
-    alone_thread = std::thread([&, alone_args, alone_extra] {
+    server.start();
+    thread = std::thread([this, lim, alone_args, alone_extra] {
       try {
-        alone_result = run_worker_args(alone_args, lim, alone_extra, nullptr, alone_ch);
+        result = run_worker_args(alone_args, lim, alone_extra, nullptr, ch);
       } catch (const std::exception& e) {
-        alone_error = e.what();
+        error = e.what();
       }
       turns.alone_ended();   // (also where it never started, so never wrote on its channel)
     });
   }
-  auto end_alone = [&] {
-    if (!alone) return;
+
+  // Once the shared worker has ended: served no more, hung up on, joined.
+  void end() {
+    if (!started) return;
     turns.close();
-    alone_server.finish();
-    if (alone_thread.joinable()) alone_thread.join();
-  };
-  server.start();
-  WorkerResult w;
-  try {
-    w = run_worker_args(args, lim, req.extra_args, &report, ch);
-  } catch (...) {
     server.finish();
-    end_alone();
-    throw;
+    if (thread.joinable()) thread.join();
   }
-  server.finish();
-  end_alone();
+
+  bool started = false;
+  Turns turns;
+  ChannelServer server;
+  WorkerChannels ch;
+  std::thread thread;
+  WorkerResult result;
+  std::string error;
+};
+
+// A worker that did not end cleanly, or broke its channel, is an error naming the call it was in.
+void check_worker_ended(const WorkerResult& w, const ChannelServer& server, const TimingRequest& req) {
   if (w.status != WorkerStatus::ok) {
     std::string during;
     if (server.pending_cand >= 0 && server.pending_cand < static_cast<int>(req.candidates.size()))
@@ -718,12 +741,18 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   }
   if (!server.protocol_error.empty())
     throw std::runtime_error(fmt::format("timing worker: its channel to driftgate broke: {}", server.protocol_error));
+}
 
+// The median no-op exchange.
+double noop_round_trip(const std::vector<Sample>& samples) {
   std::vector<double> noop;
-  for (const Sample& s : server.samples)
+  for (const Sample& s : samples)
     if (s.tag == 'N') noop.push_back(s.wall);
-  const double round_trip = median_of(noop);
+  return median_of(noop);
+}
 
+// The worker's report: one BenchSamples per candidate, as time_candidates returned them there.
+std::vector<BenchSamples> read_worker_report(const std::string& report, const TimingRequest& req) {
   std::vector<BenchSamples> out;
   nlohmann::json j = parse_json_bounded(report);
   for (const auto& s : j.at("samples")) {
@@ -743,123 +772,226 @@ std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
   }
   if (out.size() != req.candidates.size())
     throw std::runtime_error(fmt::format("timing worker reported {} candidates, {} were timed", out.size(), req.candidates.size()));
+  return out;
+}
 
-  // Rule signals: a timed call that began with the main thread able to take a signal (the worker
-  // blocks them all; only a candidate's code can have opened them) voids every candidate's samples:
-  // whose call a handler ran in cannot be told.
+// Rule signals: a timed call that began with the main thread able to take a signal (the worker
+// blocks them all; only a candidate's code can have opened them) voids every candidate's samples:
+// whose call a handler ran in cannot be told.
+std::string signals_rule(const std::vector<Sample>& samples, const TimingRequest& req, size_t candidates) {
   std::vector<std::string> opened;
-  for (size_t ci = 0; ci < out.size(); ++ci) {
+  for (size_t ci = 0; ci < candidates; ++ci) {
     int n = 0, of = 0;
-    for (const Sample& s : server.samples)
+    for (const Sample& s : samples)
       if (s.tag == 'R' && s.cand == static_cast<int>(ci)) ++of, n += s.signals_open;
     if (n > 0) opened.push_back(fmt::format("{} of {}'s {} timed calls", n, req.candidates[ci], of));
   }
-  const std::string signals_rule =
-      opened.empty() ? ""
-                     : fmt::format("rule signals: the timing process's main thread could take signals when {} began "
-                                   "(driftgate blocks every signal there during timed calls; a candidate's code unblocked "
-                                   "them, so a signal handler may have run in any candidate's calls)",
-                                   fmt::join(opened, ", "));
+  return opened.empty() ? ""
+                        : fmt::format("rule signals: the timing process's main thread could take signals when {} began "
+                                      "(driftgate blocks every signal there during timed calls; a candidate's code unblocked "
+                                      "them, so a signal handler may have run in any candidate's calls)",
+                                      fmt::join(opened, ", "));
+}
 
-  // Rule stop: the worker ends the comparison when driftgate says it is decided (or at
-  // kMaxTimedPairs); one that ended it sooner (code in it sent "end", or ran its own rule on a clock
-  // it patched) would leave a slower patch undecided, AMBIGUOUS, which does not reject.
-  std::string stop_rule_problem;
-  if (stop_rule && !server.said_stop) {
-    size_t n0 = 0, n1 = 0;
-    for (const Sample& s : server.samples)
-      if (s.tag == 'R' && s.cand == 0) ++n0;
-      else if (s.tag == 'R' && s.cand == 1) ++n1;
-    if (std::min(n0, n1) < static_cast<size_t>(kMaxTimedPairs))
-      stop_rule_problem = fmt::format(
-          "rule stop: the timing process ended the comparison after {} and {} timed calls ({} questions asked) "
-          "before driftgate's samples decided it or its budget of {} s was spent (driftgate decides when timing "
-          "stops; a candidate's code in that process ended it)",
-          n0, n1, server.asked, req.max_time_s);
+// Rule stop: the worker ends the comparison when driftgate says it is decided (or at
+// kMaxTimedPairs); one that ended it sooner (code in it sent "end", or ran its own rule on a clock
+// it patched) would leave a slower patch undecided, AMBIGUOUS, which does not reject.
+std::string stop_rule_problem(const ChannelServer& server, const TimingRequest& req) {
+  size_t n0 = 0, n1 = 0;
+  for (const Sample& s : server.samples)
+    if (s.tag == 'R' && s.cand == 0) ++n0;
+    else if (s.tag == 'R' && s.cand == 1) ++n1;
+  if (std::min(n0, n1) < static_cast<size_t>(kMaxTimedPairs))
+    return fmt::format(
+        "rule stop: the timing process ended the comparison after {} and {} timed calls ({} questions asked) "
+        "before driftgate's samples decided it or its budget of {} s was spent (driftgate decides when timing "
+        "stops; a candidate's code in that process ended it)",
+        n0, n1, server.asked, req.max_time_s);
+  return "";
+}
+
+struct BaseAloneFinding {
+  std::string rule;       // "": kept
+  RatioInterval ratio;    // the base's median beside the others over its median alone
+  int calls = 0;          // its calls alone (0: not measured)
+};
+
+// Rule base_alone: the base's calls beside the patch against its calls alone.
+BaseAloneFinding base_alone_rule(const std::vector<Sample>& shared, const AloneWorker& alone, const TimingRequest& req) {
+  BaseAloneFinding f;
+  std::vector<double> beside, by_itself;
+  for (const Sample& s : shared)
+    if (s.tag == 'R' && s.cand == 0) beside.push_back(s.wall);
+  for (const Sample& s : alone.server.samples)
+    if (s.tag == 'R') by_itself.push_back(s.wall);
+  if (by_itself.size() < kBaseAloneMinCalls || beside.size() < kBaseAloneMinCalls) {
+    std::string why = !alone.error.empty() ? alone.error
+                      : alone.result.status != WorkerStatus::ok && !alone.result.message.empty()
+                          ? fmt::format("{}: {}", worker_status_name(alone.result.status), alone.result.message)
+                          : "";
+    f.rule = fmt::format("rule base_alone: {} was timed {} times in a process of its own and {} times beside the "
+                         "other candidates (at least {} each are needed to tell whether they slowed it){}",
+                         req.candidates[0], by_itself.size(), beside.size(), kBaseAloneMinCalls,
+                         why.empty() ? "" : "; the worker of its own: " + why);
+    return f;
   }
+  const RatioInterval r = bootstrap_ratio_ci(beside, by_itself, 0.95, 2000, 7);
+  f.ratio = r;
+  f.calls = static_cast<int>(by_itself.size());
+  if (r.lo > 1 + kBaseAloneTolerance)
+    f.rule = fmt::format("rule base_alone: {} ran {:.2f}x [{:.2f}, {:.2f}] slower in the timing process of {} "
+                         "({} calls, median {:.1f} us) than in a process of its own ({} calls, median {:.1f} us): "
+                         "code of the other candidates slowed it",
+                         req.candidates[0], r.estimate, r.lo, r.hi, fmt::join(req.candidates, " and "),
+                         beside.size(), 1e6 * median_of(beside), by_itself.size(), 1e6 * median_of(by_itself));
+  return f;
+}
 
-  // Rule base_alone: the base's calls beside the patch against its calls alone.
-  std::string alone_rule;
-  RatioInterval alone_ratio;
-  int alone_calls = 0;
-  if (alone) {
-    std::vector<double> beside, by_itself;
-    for (const Sample& s : server.samples)
-      if (s.tag == 'R' && s.cand == 0) beside.push_back(s.wall);
-    for (const Sample& s : alone_server.samples)
-      if (s.tag == 'R') by_itself.push_back(s.wall);
-    if (!alone_server.idle_problem.empty() && server.idle_problem.empty()) server.idle_problem = alone_server.idle_problem;
-    if (by_itself.size() < kBaseAloneMinCalls || beside.size() < kBaseAloneMinCalls) {
-      std::string why = !alone_error.empty() ? alone_error
-                        : alone_result.status != WorkerStatus::ok && !alone_result.message.empty()
-                            ? fmt::format("{}: {}", worker_status_name(alone_result.status), alone_result.message)
-                            : "";
-      alone_rule = fmt::format("rule base_alone: {} was timed {} times in a process of its own and {} times beside the "
-                               "other candidates (at least {} each are needed to tell whether they slowed it){}",
-                               req.candidates[0], by_itself.size(), beside.size(), kBaseAloneMinCalls,
-                               why.empty() ? "" : "; the worker of its own: " + why);
-    } else {
-      const RatioInterval r = bootstrap_ratio_ci(beside, by_itself, 0.95, 2000, 7);
-      alone_ratio = r;
-      alone_calls = static_cast<int>(by_itself.size());
-      if (r.lo > 1 + kBaseAloneTolerance)
-        alone_rule = fmt::format("rule base_alone: {} ran {:.2f}x [{:.2f}, {:.2f}] slower in the timing process of {} "
-                                 "({} calls, median {:.1f} us) than in a process of its own ({} calls, median {:.1f} us): "
-                                 "code of the other candidates slowed it",
-                                 req.candidates[0], r.estimate, r.lo, r.hi, fmt::join(req.candidates, " and "),
-                                 beside.size(), 1e6 * median_of(beside), by_itself.size(), 1e6 * median_of(by_itself));
+// The rules judged over the whole worker: each one broken voids every candidate's samples.
+struct WorkerRules {
+  std::string signals, stop;   // "": kept
+  BaseAloneFinding alone;
+};
+
+// driftgate's readings of candidate ci's timed calls, in call order.
+struct OwnCalls {
+  std::vector<double> wall, self, cpu, delay, other, observer;
+};
+
+OwnCalls own_calls(const std::vector<Sample>& samples, size_t ci) {
+  OwnCalls c;
+  for (const Sample& s : samples)
+    if (s.tag == 'R' && s.cand == static_cast<int>(ci)) {
+      c.wall.push_back(s.wall);
+      c.delay.push_back(s.delay);
+      c.observer.push_back(s.observer_delay);
+      c.other.push_back(s.other);
+      c.self.push_back(s.self);
+      c.cpu.push_back(s.cpu);
     }
+  return c;
+}
+
+// Device time is the worker's measurement (events); it cannot exceed driftgate's interval.
+std::string device_clock_problem(const BenchSamples& b, const std::vector<double>& wall, double round_trip) {
+  for (size_t i = 0; i < wall.size(); ++i)
+    if (b.seconds[i] > wall[i] + 2 * round_trip + 1e-4)
+      return fmt::format("rule clock: {}'s timed call {} reports {:.1f} us of device time within {:.1f} us "
+                         "of driftgate's clock",
+                         b.candidate, i + 1, 1e6 * b.seconds[i], 1e6 * wall[i]);
+  return "";
+}
+
+// Candidate ci's samples from driftgate's own readings in place of the worker's, judged, with
+// every rule the worker broke.
+void use_own_samples(BenchSamples& b, size_t ci, const ChannelServer& server, double round_trip, int granted,
+                     const WorkerRules& rules) {
+  const OwnCalls own = own_calls(server.samples, ci);
+  if (own.wall.size() != b.seconds.size()) {
+    b.invalid = fmt::format("rule clock: the timing worker reported {} timed calls of {}, driftgate timed {}",
+                            b.seconds.size(), b.candidate, own.wall.size());
+    return;
+  }
+  const bool device = !b.wall_seconds.empty();
+  std::string device_problem;
+  if (device)
+    device_problem = device_clock_problem(b, own.wall, round_trip);
+  else
+    b.seconds = own.wall;
+  b.self_seconds = own.self;
+  b.cpu_seconds = own.cpu;
+  b.invalid = judge_timing(b.candidate, own.wall, own.self, own.cpu, own.delay, device ? std::vector<double>{} : own.other,
+                           round_trip, granted, server.saw_children(), own.observer);
+  if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
+  if (!rules.signals.empty()) b.invalid = rules.signals + (b.invalid.empty() ? "" : "; " + b.invalid);
+  if (!rules.stop.empty()) b.invalid = rules.stop + (b.invalid.empty() ? "" : "; " + b.invalid);
+  if (!server.idle_problem.empty()) {
+    const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
+                                         "stopped for a timed call ({})", server.idle_problem);
+    b.invalid = b.invalid.empty() ? idle : b.invalid + "; " + idle;
+  }
+  // (Last: a rule that names the means goes first.)
+  if (!rules.alone.rule.empty()) b.invalid = b.invalid.empty() ? rules.alone.rule : b.invalid + "; " + rules.alone.rule;
+  b.alone_invalid = rules.alone.rule;
+  if (ci == 0 && rules.alone.calls > 0) {
+    b.alone_ratio = rules.alone.ratio.estimate;
+    b.alone_lo = rules.alone.ratio.lo;
+    b.alone_hi = rules.alone.ratio.hi;
+    b.alone_calls = rules.alone.calls;
+  }
+}
+
+}  // namespace
+
+std::string judge_timing(const std::string& candidate, const std::vector<double>& wall, const std::vector<double>& self,
+                         const std::vector<double>& cpu, const std::vector<double>& delay,
+                         const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
+                         const std::vector<double>& observer_delay) {
+  if (wall.empty()) return "";
+  std::string out;
+  auto add = [&](const std::string& s) {
+    if (!s.empty()) out += (out.empty() ? "" : "; ") + s;
+  };
+  if (self.size() == wall.size()) add(clock_rule(candidate, wall, self, delay, round_trip, observer_delay));
+  if (threads > 0 && cpu.size() == wall.size())
+    add(cpu_budget_rule(candidate, wall, cpu, delay, other, threads, children_ticks));
+  return out;
+}
+
+std::vector<BenchSamples> time_in_worker(const TimingRequest& req) {
+  std::vector<std::string> args = bench_worker_args(req);
+  const int asked = budget_of(req);
+  const std::vector<int> all = allowed_cpus();
+  const int granted = asked > 0 ? asked : static_cast<int>(all.size());
+  std::vector<int> cpus;
+  if (asked > 0 && asked < static_cast<int>(all.size())) {
+    cpus = cpus_for_budget(asked);
+    args.insert(args.end(), {"--cpus", cpu_list_text(cpus)});
+  }
+  const WorkerLimits lim = timing_worker_limits(req);
+  std::string report;
+  ChannelServer server;
+  const bool stop_rule = req.target_halfwidth > 0 && req.candidates.size() == 2;
+  if (stop_rule)
+    server.set_stop_rule(StopRule{req.confidence, req.interim_confidence, req.target_halfwidth, req.min_effect,
+                                  req.max_time_s, req.min_repetitions});
+  WorkerChannels ch;
+  ch.fds = server.worker_fds();
+  ch.on_start = [&](pid_t pid, pid_t init) { server.on_start(pid, init, cpus); };
+
+  // Rule base_alone: the base also timed in a worker of its own (AloneWorker).
+  const bool alone = req.base_alone && req.candidates.size() >= 2 && !lim.device;
+  AloneWorker alone_worker(static_cast<int>(req.candidates.size()));
+  if (alone) alone_worker.start(server, req, args, lim, cpus);
+  server.start();
+  WorkerResult w;
+  try {
+    w = run_worker_args(args, lim, req.extra_args, &report, ch);
+  } catch (...) {
+    server.finish();
+    alone_worker.end();
+    throw;
+  }
+  server.finish();
+  alone_worker.end();
+  check_worker_ended(w, server, req);
+
+  const double round_trip = noop_round_trip(server.samples);
+  std::vector<BenchSamples> out = read_worker_report(report, req);
+  WorkerRules rules;
+  rules.signals = signals_rule(server.samples, req, out.size());
+  if (stop_rule && !server.said_stop) rules.stop = stop_rule_problem(server, req);
+  if (alone) {
+    rules.alone = base_alone_rule(server.samples, alone_worker, req);
+    if (!alone_worker.server.idle_problem.empty() && server.idle_problem.empty())
+      server.idle_problem = alone_worker.server.idle_problem;
   }
 
   // driftgate's own samples replace the worker's (see the top).
   for (size_t ci = 0; ci < out.size(); ++ci) {
-    BenchSamples& b = out[ci];
-    if (b.candidate != req.candidates[ci])
-      throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", b.candidate, req.candidates[ci]));
-    std::vector<double> wall, self, cpu, delay, other, observer;
-    for (const Sample& s : server.samples)
-      if (s.tag == 'R' && s.cand == static_cast<int>(ci)) {
-        wall.push_back(s.wall);
-        delay.push_back(s.delay);
-        observer.push_back(s.observer_delay);
-        other.push_back(s.other);
-        self.push_back(s.self);
-        cpu.push_back(s.cpu);
-      }
-    if (wall.size() != b.seconds.size()) {
-      b.invalid = fmt::format("rule clock: the timing worker reported {} timed calls of {}, driftgate timed {}",
-                              b.seconds.size(), b.candidate, wall.size());
-      continue;
-    }
-    const bool device = !b.wall_seconds.empty();
-    std::string device_problem;
-    if (device) {
-      // Device time is the worker's measurement (events); it cannot exceed driftgate's interval.
-      for (size_t i = 0; i < wall.size() && device_problem.empty(); ++i)
-        if (b.seconds[i] > wall[i] + 2 * round_trip + 1e-4)
-          device_problem = fmt::format("rule clock: {}'s timed call {} reports {:.1f} us of device time within {:.1f} us "
-                                       "of driftgate's clock",
-                                       b.candidate, i + 1, 1e6 * b.seconds[i], 1e6 * wall[i]);
-    } else {
-      b.seconds = wall;
-    }
-    b.self_seconds = self;
-    b.cpu_seconds = cpu;
-    b.invalid = judge_timing(b.candidate, wall, self, cpu, delay, device ? std::vector<double>{} : other, round_trip, granted,
-                             server.saw_children(), observer);
-    if (!device_problem.empty()) b.invalid = device_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
-    if (!signals_rule.empty()) b.invalid = signals_rule + (b.invalid.empty() ? "" : "; " + b.invalid);
-    if (!stop_rule_problem.empty()) b.invalid = stop_rule_problem + (b.invalid.empty() ? "" : "; " + b.invalid);
-    if (!server.idle_problem.empty()) {
-      const std::string idle = fmt::format("rule idle: a process left running in the timing sandbox could not be "
-                                           "stopped for a timed call ({})", server.idle_problem);
-      b.invalid = b.invalid.empty() ? idle : b.invalid + "; " + idle;
-    }
-    // (Last: a rule that names the means goes first.)
-    if (!alone_rule.empty()) b.invalid = b.invalid.empty() ? alone_rule : b.invalid + "; " + alone_rule;
-    b.alone_invalid = alone_rule;
-    if (ci == 0 && alone_calls > 0)
-      b.alone_ratio = alone_ratio.estimate, b.alone_lo = alone_ratio.lo, b.alone_hi = alone_ratio.hi, b.alone_calls = alone_calls;
+    if (out[ci].candidate != req.candidates[ci])
+      throw std::runtime_error(fmt::format("timing worker reported {} in place of {}", out[ci].candidate, req.candidates[ci]));
+    use_own_samples(out[ci], ci, server, round_trip, granted, rules);
   }
   return out;
 }
