@@ -1,6 +1,6 @@
 // `driftgate mutants` end to end: bad input exits 2 before any work with the problem named and
 // nothing written; the kill matrix JSON has its documented fields (harness/judge/mutants.h); and the
-// committed kill rate of kda-smoke (datasets/kill_rates.json) still holds: a change to the suite,
+// committed kill rates of kda-smoke and the norm gates (datasets/kill_rates.json) still hold: a change to the suite,
 // the rules or the mutants that lets more mutants through fails here.
 #include <unistd.h>
 
@@ -203,6 +203,28 @@ TEST(MutantsCli, KdaDecodeGateKillsEveryDecodeMutant) {
   EXPECT_EQ(s.at("false_rejects").get<int>(), 0) << s.at("rejected_equivalents").dump();
   EXPECT_TRUE(s.at("weak_kills").empty()) << s.at("weak_kills").dump();
   fs::remove(json);
+}
+
+// The norm ops' gate suites: every mutant of each op killed and no equivalent rejected, as committed
+// in datasets/kill_rates.json (about 20 s for both).
+TEST(MutantsCli, NormGateSuitesKeepTheirCommittedKillRates) {
+  nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
+  for (const char* suite : {"rmsnorm-gate", "add-rmsnorm-gate"}) {
+    ASSERT_TRUE(committed.at("suites").contains(suite)) << suite;
+    const auto& c = committed["suites"][suite];
+    EXPECT_EQ(c.at("killed"), c.at("mutants")) << suite;
+    const std::string json = tmp(std::string(suite) + ".json");
+    fs::remove(json);
+    testing::CliResult r =
+        run_driftgate("mutants --base " + c.at("base").get<std::string>() + " --suite " + suite + " --json " + json);
+    EXPECT_EQ(r.rc, 0) << suite << r.out << r.err;
+    nlohmann::json j = nlohmann::json::parse(slurp(json));
+    const auto& s = j.at("summary");
+    EXPECT_EQ(s.at("killed").get<int>(), c.at("killed").get<int>()) << suite << " " << s.at("survivors").dump();
+    EXPECT_EQ(s.at("mutants").get<int>(), c.at("mutants").get<int>()) << suite;
+    EXPECT_EQ(s.at("false_rejects").get<int>(), 0) << suite << " " << s.at("rejected_equivalents").dump();
+    fs::remove(json);
+  }
 }
 
 }  // namespace
