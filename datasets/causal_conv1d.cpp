@@ -3,7 +3,7 @@
 // keeps them). Its suite is layer-smoke, with the other ops of the layer (datasets/suites.cpp).
 //
 // Weights: conv weights ~ U(-1/sqrt(W), 1/sqrt(W)) (PyTorch's conv1d initialisation, fan-in W).
-#include <cmath>
+#include <utility>
 
 #include "datasets/dists.h"
 #include "harness/ops/causal_conv1d.h"
@@ -14,27 +14,16 @@ namespace {
 
 using namespace dists;
 
-void make(TensorMap& in, const Case& c, const std::string& name, DType dt, std::vector<int64_t> shape, const Dist& d) {
-  Tensor t(dt, std::move(shape));
-  fill(t, c, name, d);
-  in[name] = std::move(t);
-}
-
-Dist conv_weight(int64_t W) {
-  const double a = 1.0 / std::sqrt(static_cast<double>(W));
-  return uniform(-a, a);
-}
-
 void conv_generate(const Case& c, TensorMap& in, bool cancel) {
   ConvParams p = conv_params(c);
   if (!cancel) {
     make(in, c, "x", c.dtype(), {p.B, p.T, p.D}, normal());
-    make(in, c, "weight", DType::f32, {p.D, p.W}, conv_weight(p.W));
+    make(in, c, "weight", DType::f32, {p.D, p.W}, fan_in_uniform(p.W));
   } else {
     // x_t[d] = 1 + 1e-3 N(0,1): the sum of W products cancels to about 1e-3 of its terms
     make(in, c, "x", c.dtype(), {p.B, p.T, p.D}, map(normal(1e-3), [](double z) { return 1.0 + z; }));
     Tensor w(DType::f32, {p.D, p.W});
-    fill(w, c, "weight", conv_weight(p.W));
+    fill(w, c, "weight", fan_in_uniform(p.W));
     for (int64_t d = 0; d < p.D; ++d) {   // make each channel's weights sum to ~0 (last tap = -sum of the others)
       double s = 0;
       for (int64_t k = 0; k + 1 < p.W; ++k) s += w.get(d * p.W + k);

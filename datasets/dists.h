@@ -38,6 +38,12 @@ inline Dist uniform(double lo, double hi) {
   };
 }
 inline Dist constant(double c) { return [c](const TensorRng&, uint64_t, std::span<double> out) { std::fill(out.begin(), out.end(), c); }; }
+// PyTorch's default initialisation of a layer's weights with fan-in n (conv1d's is its width W):
+// U(-1/sqrt(n), 1/sqrt(n)).
+inline Dist fan_in_uniform(int64_t n) {
+  const double a = 1.0 / std::sqrt(static_cast<double>(n));
+  return uniform(-a, a);
+}
 // f applied to each element of `base`.
 inline Dist map(Dist base, std::function<double(double)> f) {
   return [base = std::move(base), f = std::move(f)](const TensorRng& r, uint64_t i0, std::span<double> out) {
@@ -60,6 +66,13 @@ inline void fill(Tensor& t, const Case& c, const std::string& name, const Dist& 
       t.write(off, part);
     }
   });
+}
+
+// A new tensor `name` of dtype `dt` and `shape`, drawn from `d` with the stream of (case, name), as in[name].
+inline void make(TensorMap& in, const Case& c, const std::string& name, DType dt, std::vector<int64_t> shape, const Dist& d) {
+  Tensor t(dt, std::move(shape));
+  fill(t, c, name, d);
+  in[name] = std::move(t);
 }
 
 }  // namespace dg::dists

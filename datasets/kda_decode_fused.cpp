@@ -17,17 +17,6 @@ namespace {
 
 using namespace dists;
 
-void make(TensorMap& in, const Case& c, const std::string& name, DType dt, std::vector<int64_t> shape, const Dist& d) {
-  Tensor t(dt, std::move(shape));
-  fill(t, c, name, d);
-  in[name] = std::move(t);
-}
-
-Dist conv_weight(int64_t W) {
-  const double a = 1.0 / std::sqrt(static_cast<double>(W));
-  return uniform(-a, a);
-}
-
 enum class Gate { kimi, glm, long_memory };
 
 void fused_generate(const Case& c, TensorMap& in, Gate gate) {
@@ -37,9 +26,9 @@ void fused_generate(const Case& c, TensorMap& in, Gate gate) {
   make(in, c, "xq", dt, {p.B, p.T, p.H, p.K}, normal());
   make(in, c, "xk", dt, {p.B, p.T, p.H, p.K}, normal());
   make(in, c, "xv", dt, {p.B, p.T, p.HV, p.V}, normal());
-  make(in, c, "wq", DType::f32, {Cq, W}, conv_weight(W));
-  make(in, c, "wk", DType::f32, {Cq, W}, conv_weight(W));
-  make(in, c, "wv", DType::f32, {Cv, W}, conv_weight(W));
+  make(in, c, "wq", DType::f32, {Cq, W}, fan_in_uniform(W));
+  make(in, c, "wk", DType::f32, {Cq, W}, fan_in_uniform(W));
+  make(in, c, "wv", DType::f32, {Cv, W}, fan_in_uniform(W));
   make(in, c, "conv_q0", DType::f32, {p.B, Cq, W - 1}, normal());
   make(in, c, "conv_k0", DType::f32, {p.B, Cq, W - 1}, normal());
   make(in, c, "conv_v0", DType::f32, {p.B, Cv, W - 1}, normal());

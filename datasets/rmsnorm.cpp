@@ -19,12 +19,6 @@ namespace {
 
 using namespace dists;
 
-void make(TensorMap& in, const Case& c, const std::string& name, std::vector<int64_t> shape, const Dist& d) {
-  Tensor t(c.dtype(), std::move(shape));
-  fill(t, c, name, d);
-  in[name] = std::move(t);
-}
-
 // N(0, sd^2) with channels D/7 and D/3 of every row replaced by +-(100 .. 400) * sd.
 Dist massive(int64_t D, double sd) {
   return [D, sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
@@ -43,17 +37,17 @@ Dist weight() { return map(normal(0.2), [](double z) { return 1.0 + z; }); }
 // x, weight, and for add_rmsnorm the residual.
 void generate(const Case& c, TensorMap& in, const Dist& x, const Dist& residual) {
   const RmsNormParams p = rmsnorm_params(c);
-  make(in, c, "x", {p.N, p.D}, x);
-  make(in, c, "weight", {p.D}, weight());
-  if (c.op() == "add_rmsnorm") make(in, c, "residual", {p.N, p.D}, residual);
+  make(in, c, "x", c.dtype(), {p.N, p.D}, x);
+  make(in, c, "weight", c.dtype(), {p.D}, weight());
+  if (c.op() == "add_rmsnorm") make(in, c, "residual", c.dtype(), {p.N, p.D}, residual);
 }
 
 // add_rmsnorm "cancel": the residual is -x plus a little, so s = x + residual keeps only the
 // low-order part and its rounding to the dtype is a large relative change.
 void generate_cancel(const Case& c, TensorMap& in) {
   const RmsNormParams p = rmsnorm_params(c);
-  make(in, c, "x", {p.N, p.D}, normal(1.0));
-  make(in, c, "weight", {p.D}, weight());
+  make(in, c, "x", c.dtype(), {p.N, p.D}, normal(1.0));
+  make(in, c, "weight", c.dtype(), {p.D}, weight());
   Tensor small(DType::f64, {p.N, p.D});
   fill(small, c, "residual", normal(1e-2));
   Tensor res(c.dtype(), {p.N, p.D});

@@ -12,12 +12,6 @@ namespace {
 
 using namespace dists;
 
-void make(TensorMap& in, const Case& c, const std::string& name, DType dt, std::vector<int64_t> shape, const Dist& d) {
-  Tensor t(dt, std::move(shape));
-  fill(t, c, name, d);
-  in[name] = std::move(t);
-}
-
 void norm_generate(const Case& c, TensorMap& in, double x_sd, double gate_sd) {
   NormParams p = norm_params(c);
   make(in, c, "x", c.dtype(), {p.N, p.D}, normal(x_sd));

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "harness/ops/causal_conv1d.h"
 #include "harness/cases/registry.h"
 
@@ -18,21 +18,6 @@ namespace {
 
 using causal_conv1d_cpu::conv_tap;
 using causal_conv1d_cpu::silu;
-using kda_cpu::load_row;
-using kda_cpu::store_row;
-
-const Tensor& need(const TensorMap& m, const char* name, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' is missing");
-  if (it->second.numel() != numel)
-    throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' has shape " + it->second.shape_str());
-  return it->second;
-}
 
 void conv_cpu(const Case& c, const TensorMap& in, TensorMap& out) {
   const ConvParams p = conv_params(c);

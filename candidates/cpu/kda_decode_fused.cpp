@@ -13,6 +13,7 @@
 
 #include "candidates/cpu/causal_conv1d.h"
 #include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "candidates/cpu/rmsnorm_gated.h"
 #include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
@@ -22,22 +23,7 @@ namespace {
 
 using causal_conv1d_cpu::conv_tap;
 using causal_conv1d_cpu::silu;
-using kda_cpu::load_row;
-using kda_cpu::store_row;
 using rmsnorm_gated_cpu::gated_norm_rows;
-
-const Tensor& need(const TensorMap& m, const char* name, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' is missing");
-  if (it->second.numel() != numel)
-    throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' has shape " + it->second.shape_str());
-  return it->second;
-}
 
 // One step: conv of `C` channels of sequence b (row b of the [B,1,C] input) against pool slot s
 // (pool [N, C, W-1], f32, updated), into out[b * C ..).

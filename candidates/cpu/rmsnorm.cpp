@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "harness/cases/registry.h"
 #include "harness/core/dtype.h"
 #include "harness/ops/rmsnorm.h"
@@ -24,22 +24,7 @@
 namespace dg {
 namespace {
 
-using kda_cpu::load_row;
-using kda_cpu::store_row;
-
 enum class Algo { naive, blocked, blocked_bf16 };
-
-const Tensor& need(const TensorMap& m, const char* name, const std::string& op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(op + ": tensor '" + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel, const std::string& op) {
-  auto it = m.find(name);
-  if (it == m.end() || it->second.numel() != numel)
-    throw std::invalid_argument(op + ": output tensor '" + name + "' is missing or mis-shaped");
-  return it->second;
-}
 
 // x rounded to the storage dtype dt (the residual stream's); f32 and f64 keep the f32 value.
 float round_storage(DType dt, float x) {

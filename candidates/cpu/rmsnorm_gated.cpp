@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "harness/ops/rmsnorm_gated.h"
 #include "harness/cases/registry.h"
 
@@ -33,22 +33,7 @@ void gated_norm_rows(const float* x, const float* g, const float* w, int64_t N, 
 
 namespace {
 
-using kda_cpu::load_row;
-using kda_cpu::store_row;
 using rmsnorm_gated_cpu::gated_norm_rows;
-
-const Tensor& need(const TensorMap& m, const char* name, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' is missing");
-  if (it->second.numel() != numel)
-    throw std::invalid_argument(std::string(op) + ": output tensor '" + name + "' has shape " + it->second.shape_str());
-  return it->second;
-}
 
 void norm_cpu(const Case& c, const TensorMap& in, TensorMap& out) {
   const NormParams p = norm_params(c);

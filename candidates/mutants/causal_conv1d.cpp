@@ -13,28 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "harness/core/dtype.h"
 #include "harness/ops/causal_conv1d.h"
 #include "harness/cases/registry.h"
 
 namespace dg::mutants {
 namespace {
-
-using kda_cpu::load_row;
-using kda_cpu::store_row;
-
-const Tensor& need(const TensorMap& m, const char* name) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string("layer variant: tensor '") + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel) {
-  auto it = m.find(name);
-  if (it == m.end() || it->second.numel() != numel)
-    throw std::invalid_argument(std::string("layer variant: output '") + name + "' is missing or mis-shaped");
-  return it->second;
-}
 
 float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
@@ -48,15 +33,15 @@ RunFn conv_variant(ConvVariant v) {
     const ConvParams p = conv_params(c);
     const int64_t B = p.B, T = p.T, D = p.D, W = p.W, S = W - 1;
     std::vector<float> w(static_cast<size_t>(D * W)), hist(static_cast<size_t>(B * D * S), 0.0f);
-    load_row(need(in, "weight"), 0, D * W, w.data());
-    if (c.boolean("state")) load_row(need(in, "state0"), 0, B * D * S, hist.data());
+    load_row(need(in, "weight", c.op()), 0, D * W, w.data());
+    if (c.boolean("state")) load_row(need(in, "state0", c.op()), 0, B * D * S, hist.data());
     const std::vector<float> initial = hist;
-    Tensor& y = need_out(out, "y", B * T * D);
-    Tensor& st = need_out(out, "state", B * D * S);
+    Tensor& y = need_out(out, "y", B * T * D, c.op());
+    Tensor& st = need_out(out, "state", B * D * S, c.op());
     std::vector<float> xr(static_cast<size_t>(D)), yr(static_cast<size_t>(D)), h(static_cast<size_t>(W));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
-        load_row(need(in, "x"), (b * T + t) * D, D, xr.data());
+        load_row(need(in, "x", c.op()), (b * T + t) * D, D, xr.data());
         for (int64_t d = 0; d < D; ++d) {
           float* hs = hist.data() + (b * D + d) * S;
           std::copy_n(hs, S, h.data());

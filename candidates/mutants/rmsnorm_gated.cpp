@@ -11,28 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "candidates/cpu/kda_cpu.h"
+#include "candidates/cpu/op_io.h"
 #include "harness/core/dtype.h"
 #include "harness/ops/rmsnorm_gated.h"
 #include "harness/cases/registry.h"
 
 namespace dg::mutants {
 namespace {
-
-using kda_cpu::load_row;
-using kda_cpu::store_row;
-
-const Tensor& need(const TensorMap& m, const char* name) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string("layer variant: tensor '") + name + "' is missing");
-  return it->second;
-}
-Tensor& need_out(TensorMap& m, const char* name, int64_t numel) {
-  auto it = m.find(name);
-  if (it == m.end() || it->second.numel() != numel)
-    throw std::invalid_argument(std::string("layer variant: output '") + name + "' is missing or mis-shaped");
-  return it->second;
-}
 
 float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
@@ -46,9 +31,9 @@ RunFn norm_variant(NormVariant v) {
     const NormParams p = norm_params(c);
     const int64_t N = p.N, D = p.D;
     std::vector<float> x(static_cast<size_t>(N * D)), g(x.size()), w(static_cast<size_t>(D)), y(x.size());
-    load_row(need(in, "x"), 0, N * D, x.data());
-    load_row(need(in, "gate"), 0, N * D, g.data());
-    load_row(need(in, "weight"), 0, D, w.data());
+    load_row(need(in, "x", c.op()), 0, N * D, x.data());
+    load_row(need(in, "gate", c.op()), 0, N * D, g.data());
+    load_row(need(in, "weight", c.op()), 0, D, w.data());
     const float eps = static_cast<float>(p.eps);
     for (int64_t n = 0; n < N; ++n) {
       const float* xr = x.data() + n * D;
@@ -71,7 +56,7 @@ RunFn norm_variant(NormVariant v) {
         y[static_cast<size_t>(n * D + i)] = (normed * w[static_cast<size_t>(i)]) * gate;
       }
     }
-    store_row(need_out(out, "y", N * D), 0, N * D, y.data());
+    store_row(need_out(out, "y", N * D, c.op()), 0, N * D, y.data());
   };
 }
 

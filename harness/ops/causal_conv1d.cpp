@@ -26,15 +26,6 @@ ConvParams conv_params(const Case& c) {
 
 namespace {
 
-// Budget of certification, in tier operations: about a second at mpfr127.
-constexpr double kCertifyOps = 2e6;
-
-std::vector<ParamSpec> common_tail(const char* regime_doc) {
-  return {{"regime", ParamKind::text, "kimi_linear", regime_doc, true},
-          {"dtype", ParamKind::text, "bf16", "dtype of the stored activations", true, {"f64", "f32", "bf16", "f16"}},
-          {"seed", ParamKind::integer, "0", "RNG seed", true}};
-}
-
 OpSpec conv_spec() {
   OpSpec s;
   s.name = "causal_conv1d";
@@ -45,7 +36,7 @@ OpSpec conv_spec() {
               {"W", ParamKind::integer, "4", "kernel width (1..8)"},
               {"silu", ParamKind::boolean, "1", "SiLU after the convolution"},
               {"state", ParamKind::boolean, "1", "an initial conv state (the last W-1 inputs) is given"}};
-  for (ParamSpec& p : common_tail("input regime (driftgate list regimes)")) s.params.push_back(p);
+  for (ParamSpec& p : layer_params_tail("input regime (driftgate list regimes)")) s.params.push_back(p);
   s.tensors = {{"x", TensorRole::input, "[B,T,D]"}, {"weight", TensorRole::input, "[D,W] f32"},
                {"state0", TensorRole::input, "[B,D,W-1] f32, oldest first"},
                {"y", TensorRole::output, "[B,T,D]"}, {"state", TensorRole::output, "[B,D,W-1] the last W-1 inputs"}};

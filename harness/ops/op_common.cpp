@@ -32,6 +32,12 @@ void check_finite(const Tensor& t, const std::string& name) {
 
 }  // namespace
 
+std::vector<ParamSpec> layer_params_tail(const char* regime_doc) {
+  return {{"regime", ParamKind::text, "kimi_linear", regime_doc, true},
+          {"dtype", ParamKind::text, "bf16", "dtype of the stored activations", true, {"f64", "f32", "bf16", "f16"}},
+          {"seed", ParamKind::integer, "0", "RNG seed", true}};
+}
+
 void check_inputs_exact(const Case& c, const TensorMap& in, const std::map<std::string, InputSpec>& want) {
   std::string extra;
   for (const auto& [name, t] : in)

@@ -1,5 +1,5 @@
-// What every op's OpSpec (harness/ops/<op>.cpp) may share: the exact stored-input check, and prefix
-// slicing for references run on a sample.
+// What every op's OpSpec (harness/ops/<op>.cpp) may share: the certification budget, the layer ops'
+// last parameters, the exact stored-input check, and prefix slicing for references run on a sample.
 #pragma once
 
 #include <map>
@@ -10,6 +10,13 @@
 #include "harness/core/tensor.h"
 
 namespace dg {
+
+// Budget of certification, in tier operations: about a second at mpfr127.
+constexpr double kCertifyOps = 2e6;
+
+// The last parameters of the KDA layer's ops (causal_conv1d, rmsnorm_gated): regime (default
+// kimi_linear, documented by `regime_doc`), dtype of the stored activations (default bf16) and seed.
+std::vector<ParamSpec> layer_params_tail(const char* regime_doc);
 
 // The stored-input check of every op: `in` holds exactly the tensors of `want` (OpSpec::inputs), each
 // with exactly its dtype (a bf16 case's q stored as f16 or f64 is refused, not converted) and shape,

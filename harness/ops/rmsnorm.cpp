@@ -26,9 +26,6 @@ RmsNormParams rmsnorm_params(const Case& c) {
 
 namespace {
 
-// Budget of certification, in tier operations: about a second at mpfr127.
-constexpr double kCertifyOps = 2e6;
-
 bool fused(const Case& c) { return c.op() == "add_rmsnorm"; }
 
 void validate(const Case& c) {

@@ -24,15 +24,6 @@ NormParams norm_params(const Case& c) {
 
 namespace {
 
-// Budget of certification, in tier operations: about a second at mpfr127.
-constexpr double kCertifyOps = 2e6;
-
-std::vector<ParamSpec> common_tail(const char* regime_doc) {
-  return {{"regime", ParamKind::text, "kimi_linear", regime_doc, true},
-          {"dtype", ParamKind::text, "bf16", "dtype of the stored activations", true, {"f64", "f32", "bf16", "f16"}},
-          {"seed", ParamKind::integer, "0", "RNG seed", true}};
-}
-
 OpSpec norm_spec() {
   OpSpec s;
   s.name = "rmsnorm_gated";
@@ -40,7 +31,7 @@ OpSpec norm_spec() {
   s.params = {{"N", ParamKind::integer, "64", "rows (tokens x heads)", true},
               {"D", ParamKind::integer, "128", "row length (the head's V)", true},
               {"eps", ParamKind::real, "1e-05", "inside the square root"}};
-  for (ParamSpec& p : common_tail("input regime (driftgate list regimes)")) s.params.push_back(p);
+  for (ParamSpec& p : layer_params_tail("input regime (driftgate list regimes)")) s.params.push_back(p);
   s.tensors = {{"x", TensorRole::input, "[N,D]"}, {"gate", TensorRole::input, "[N,D] pre-sigmoid"},
                {"weight", TensorRole::input, "[D] f32"}, {"y", TensorRole::output, "[N,D]"}};
   s.validate = [](const Case& c) {

@@ -8,17 +8,13 @@
 #include <random>
 
 #include "harness/cases/case.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
 
-Tensor f64(std::vector<int64_t> shape, std::vector<double> v) {
-  Tensor t(DType::f64, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 double silu(double z) { return z / (1 + std::exp(-z)); }
 
 // D = 1, W = 2, weight [0.5, -0.25], state0 [2], x = [1, 3]:

@@ -8,17 +8,12 @@
 #include <random>
 
 #include "harness/cases/case.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
-
-Tensor f64(std::vector<int64_t> shape, std::vector<double> v) {
-  Tensor t(DType::f64, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 
 // D = 2, x = [3, 4], eps = 0.5: mean x^2 + eps = 13; gate 0 -> sigmoid 1/2; weight [1, 2].
 TEST(RmsnormGatedReference, HandDerivedCase) {

@@ -11,17 +11,12 @@
 #include <mpfr.h>
 
 #include "harness/cases/case.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
-
-Tensor tensor(DType dt, std::vector<int64_t> shape, const std::vector<double>& v) {
-  Tensor t(dt, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 
 // x = [3, 4], w = [1, 2], eps chosen so that mean(x^2) + eps = 12.5 + 3.5 = 16: r = 1/4 exactly,
 // y = [0.75, 2].

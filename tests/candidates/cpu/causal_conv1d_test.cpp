@@ -6,24 +6,12 @@
 
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
+#include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
 namespace {
 
 using ::testing::HasSubstr;
-
-Record verify_one(const std::string& cand, const std::string& case_str, Tier tier = Tier::f64) {
-  VerifyOptions opt;
-  opt.tier = tier;
-  std::vector<Record> r = verify_case(parse_case(case_str), {find_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
-const OutputResult& output(const Record& r, const std::string& name) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == name) return o;
-  throw std::runtime_error("no output " + name);
-}
 
 TEST(LayerOpsCpu, ConvMatchesTheReferenceInEveryRegime) {
   for (const char* c : {"causal_conv1d(T=64,B=2,D=96,regime=kimi_linear,dtype=bf16,seed=1)",

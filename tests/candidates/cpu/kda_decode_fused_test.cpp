@@ -8,6 +8,7 @@
 
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
+#include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
 namespace {
@@ -47,19 +48,6 @@ DG_REGISTER_CANDIDATE(norm_bad_eps, {"rmsnorm_gated_test_epsout_f32", "rmsnorm_g
 DG_REGISTER_CANDIDATE(fused_forget, {"kda_decode_fused_test_forget_f32", "kda_decode_fused", "cpu", "broken",
                                      DType::f32, DType::f32, DType::f32, "conv states reset each step"},
                       fused_forgets_conv_state);
-
-Record verify_one(const std::string& cand, const std::string& case_str, Tier tier = Tier::f64) {
-  VerifyOptions opt;
-  opt.tier = tier;
-  std::vector<Record> r = verify_case(parse_case(case_str), {find_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
-const OutputResult& output(const Record& r, const std::string& name) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == name) return o;
-  throw std::runtime_error("no output " + name);
-}
 
 TEST(LayerOpsCpu, FusedStepMatchesTheComposedReference) {
   for (const char* c : {"kda_decode_fused(T=24,B=3,H=2,K=32,V=32,regime=kimi_linear,seed=1)",

@@ -7,22 +7,10 @@
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
+#include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
 namespace {
-
-Record verify_one(const std::string& cand, const std::string& case_str, Tier tier = Tier::dd) {
-  VerifyOptions opt;
-  opt.tier = tier;
-  std::vector<Record> r = verify_case(parse_case(case_str), {find_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
-const OutputResult& output(const Record& r, const std::string& name) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == name) return o;
-  throw std::runtime_error("no output " + name);
-}
 
 // Every candidate passes every smoke case of its op, at the bits its arithmetic allows: f32
 // candidates 18+ bits of y (a sequential f32 sum of 4096 squares, one of them massive, keeps 18.7), bf16 ones 7+, and the residual
@@ -33,7 +21,7 @@ TEST(RmsNormCpu, EveryCandidatePassesEverySmokeCase) {
       const Case c = parse_case(cs);
       for (const char* algo : {"_cpu_naive_f32", "_cpu_blocked_f32", "_cpu_blocked_bf16"}) {
         const std::string cand = c.op() + algo;
-        const Record r = verify_one(cand, cs);
+        const Record r = verify_one(cand, cs, Tier::dd);
         EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " on " << cs << ": " << r.reason;
         const bool bf16 = std::string(algo).find("bf16") != std::string::npos;
         EXPECT_GT(output(r, "y").metrics.bits, bf16 ? 7.0 : 18.0) << cand << " on " << cs;
@@ -48,13 +36,13 @@ TEST(RmsNormCpu, EveryCandidatePassesEverySmokeCase) {
 // large (the offset regime): the sequential f32 sum's error grows with D, the tree's with log D.
 TEST(RmsNormCpu, TheBlockedSumBeatsTheSequentialOneOnOffsetRows) {
   const std::string c = "rmsnorm(N=64,D=7168,regime=offset,dtype=f32,seed=0)";
-  const double naive = output(verify_one("rmsnorm_cpu_naive_f32", c), "y").metrics.bits;
-  const double blocked = output(verify_one("rmsnorm_cpu_blocked_f32", c), "y").metrics.bits;
+  const double naive = output(verify_one("rmsnorm_cpu_naive_f32", c, Tier::dd), "y").metrics.bits;
+  const double blocked = output(verify_one("rmsnorm_cpu_blocked_f32", c, Tier::dd), "y").metrics.bits;
   EXPECT_GT(blocked, naive + 1.0) << "naive " << naive << " bits, blocked " << blocked;
 }
 
 TEST(RmsNormCpu, CandidatesOfTheOtherOpAreSkipped) {
-  const Record r = verify_one("rmsnorm_cpu_naive_f32", "add_rmsnorm(N=2,D=8,regime=hidden,dtype=bf16,seed=0)");
+  const Record r = verify_one("rmsnorm_cpu_naive_f32", "add_rmsnorm(N=2,D=8,regime=hidden,dtype=bf16,seed=0)", Tier::dd);
   EXPECT_EQ(r.disposition, Disposition::SKIPPED);
 }
 

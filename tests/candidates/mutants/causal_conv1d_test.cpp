@@ -6,51 +6,19 @@
 #include <map>
 #include <string>
 
-#include "harness/judge/mutants.h"
+#include "tests/candidates/mutants/variant_check.h"
 
 namespace dg {
 namespace {
 
-struct OpUnderTest {
-  std::string base;
-  std::vector<std::string> cases;
-  std::map<std::string, std::string> exercising;   // mutant -> the case that exercises its bug
-};
-
-void check(const OpUnderTest& t) {
-  std::vector<Case> cases;
-  for (const std::string& c : t.cases) cases.push_back(parse_case(c));
-  MutantOptions opt;
-  opt.isolate = false;
-  const KillMatrix m = run_mutants(require_candidate(t.base), cases, default_policy(), opt);
-  int mutants = 0;
-  for (const VariantRow& r : m.rows) {
-    if (r.kind == "mutant") {
-      ++mutants;
-      ASSERT_TRUE(t.exercising.count(r.candidate)) << r.candidate << " has no exercising case in this test";
-      const std::string& c = t.exercising.at(r.candidate);
-      const size_t i = static_cast<size_t>(std::find(m.cases.begin(), m.cases.end(), c) - m.cases.begin());
-      ASSERT_LT(i, m.cases.size()) << c;
-      EXPECT_EQ(r.cells[i].verdict, Verdict::REJECT) << r.candidate << " survived " << c;
-    } else {
-      for (size_t i = 0; i < r.cells.size(); ++i)
-        EXPECT_EQ(r.cells[i].verdict, Verdict::MERGE) << r.candidate << " on " << m.cases[i] << ": " << r.cells[i].detail;
-    }
-  }
-  EXPECT_EQ(mutants, static_cast<int>(t.exercising.size()));
-  EXPECT_EQ(m.false_rejects(), 0);
-  EXPECT_GE(m.equivalents(), 2);
-}
-
 TEST(LayerMutants, CausalConv1d) {
   const std::string with_state = "causal_conv1d(T=64,B=2,D=256,regime=kimi_linear,dtype=bf16,seed=0)";
   const std::string no_state = "causal_conv1d(T=33,D=100,W=3,state=0,regime=kimi_linear,dtype=bf16,seed=0)";
-  check({"causal_conv1d_cpu_direct_f32",
-         {with_state, no_state},
-         {{"causal_conv1d_mutant_reverse_taps", no_state},
-          {"causal_conv1d_mutant_state_newest_first", no_state},
-          {"causal_conv1d_mutant_double_round", no_state},
-          {"causal_conv1d_mutant_state_frozen", with_state}}});
+  check_variants("causal_conv1d_cpu_direct_f32", {with_state, no_state},
+                 {{"causal_conv1d_mutant_reverse_taps", no_state},
+                  {"causal_conv1d_mutant_state_newest_first", no_state},
+                  {"causal_conv1d_mutant_double_round", no_state},
+                  {"causal_conv1d_mutant_state_frozen", with_state}}, 2);
 }
 
 }  // namespace

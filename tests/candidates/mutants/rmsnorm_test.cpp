@@ -7,50 +7,24 @@
 #include <map>
 #include <string>
 
-#include "harness/judge/mutants.h"
+#include "tests/candidates/mutants/variant_check.h"
 
 namespace dg {
 namespace {
-
-void check(const std::string& base, const std::vector<std::string>& case_strs,
-           const std::map<std::string, std::string>& exercising) {
-  std::vector<Case> cases;
-  for (const std::string& c : case_strs) cases.push_back(parse_case(c));
-  MutantOptions opt;
-  opt.isolate = false;
-  const KillMatrix m = run_mutants(require_candidate(base), cases, default_policy(), opt);
-  int mutants = 0;
-  for (const VariantRow& r : m.rows) {
-    if (r.kind == "mutant") {
-      ++mutants;
-      ASSERT_TRUE(exercising.count(r.candidate)) << r.candidate << " has no exercising case in this test";
-      const std::string& c = exercising.at(r.candidate);
-      const size_t i = static_cast<size_t>(std::find(m.cases.begin(), m.cases.end(), c) - m.cases.begin());
-      ASSERT_LT(i, m.cases.size()) << c;
-      EXPECT_EQ(r.cells[i].verdict, Verdict::REJECT) << r.candidate << " survived " << c;
-    } else {
-      for (size_t i = 0; i < r.cells.size(); ++i)
-        EXPECT_EQ(r.cells[i].verdict, Verdict::MERGE) << r.candidate << " on " << m.cases[i] << ": " << r.cells[i].detail;
-    }
-  }
-  EXPECT_EQ(mutants, static_cast<int>(exercising.size()));
-  EXPECT_EQ(m.false_rejects(), 0);
-  EXPECT_EQ(m.equivalents(), 4);
-}
 
 TEST(RmsNormMutants, EachIsRejectedWhereItsBugShowsAndRewritesMerge) {
   const std::string hidden = "rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)";
   const std::string tiny = "rmsnorm(N=16,D=1000,regime=tiny_rms,dtype=f32,seed=0)";
   const std::string offset = "rmsnorm(N=8,D=2048,regime=offset,dtype=f16,seed=0)";
   const std::string qk = "rmsnorm(N=64,D=128,regime=qk_norm,dtype=bf16,seed=0)";
-  check("rmsnorm_cpu_naive_f32", {hidden, tiny, offset, qk},
-        {{"rmsnorm_mutant_sum_bf16", hidden},
-         {"rmsnorm_mutant_eps_outside_sqrt", tiny},
-         {"rmsnorm_mutant_eps_1e6", tiny},
-         {"rmsnorm_mutant_mean_subtracted", offset},
-         {"rmsnorm_mutant_one_plus_weight", qk},
-         {"rmsnorm_mutant_rsqrt_estimate", hidden},
-         {"rmsnorm_mutant_unbiased", qk}});
+  check_variants("rmsnorm_cpu_naive_f32", {hidden, tiny, offset, qk},
+                 {{"rmsnorm_mutant_sum_bf16", hidden},
+                  {"rmsnorm_mutant_eps_outside_sqrt", tiny},
+                  {"rmsnorm_mutant_eps_1e6", tiny},
+                  {"rmsnorm_mutant_mean_subtracted", offset},
+                  {"rmsnorm_mutant_one_plus_weight", qk},
+                  {"rmsnorm_mutant_rsqrt_estimate", hidden},
+                  {"rmsnorm_mutant_unbiased", qk}}, 4);
 }
 
 TEST(AddRmsNormMutants, EachIsRejectedWhereItsBugShowsAndRewritesMerge) {
@@ -58,17 +32,17 @@ TEST(AddRmsNormMutants, EachIsRejectedWhereItsBugShowsAndRewritesMerge) {
   const std::string cancel = "add_rmsnorm(N=16,D=2050,regime=cancel,dtype=bf16,seed=0)";
   const std::string tiny = "add_rmsnorm(N=16,D=256,regime=tiny_rms,dtype=f32,seed=0)";
   const std::string offset = "add_rmsnorm(N=4,D=100,regime=offset,dtype=f64,seed=0)";
-  check("add_rmsnorm_cpu_naive_f32", {hidden, cancel, tiny, offset},
-        {{"add_rmsnorm_mutant_sum_bf16", hidden},
-         {"add_rmsnorm_mutant_eps_outside_sqrt", tiny},
-         {"add_rmsnorm_mutant_eps_1e6", tiny},
-         {"add_rmsnorm_mutant_mean_subtracted", offset},
-         {"add_rmsnorm_mutant_one_plus_weight", hidden},
-         {"add_rmsnorm_mutant_rsqrt_estimate", hidden},
-         {"add_rmsnorm_mutant_unbiased", offset},
-         {"add_rmsnorm_mutant_square_unrounded", cancel},
-         {"add_rmsnorm_mutant_residual_stale", hidden},
-         {"add_rmsnorm_mutant_norm_of_x", hidden}});
+  check_variants("add_rmsnorm_cpu_naive_f32", {hidden, cancel, tiny, offset},
+                 {{"add_rmsnorm_mutant_sum_bf16", hidden},
+                  {"add_rmsnorm_mutant_eps_outside_sqrt", tiny},
+                  {"add_rmsnorm_mutant_eps_1e6", tiny},
+                  {"add_rmsnorm_mutant_mean_subtracted", offset},
+                  {"add_rmsnorm_mutant_one_plus_weight", hidden},
+                  {"add_rmsnorm_mutant_rsqrt_estimate", hidden},
+                  {"add_rmsnorm_mutant_unbiased", offset},
+                  {"add_rmsnorm_mutant_square_unrounded", cancel},
+                  {"add_rmsnorm_mutant_residual_stale", hidden},
+                  {"add_rmsnorm_mutant_norm_of_x", hidden}}, 4);
 }
 
 }  // namespace
