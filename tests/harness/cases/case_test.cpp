@@ -178,7 +178,8 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     std::string T = r->name == "varlen_ragged" ? "1300" : "70";
     std::map<std::string, std::string> shape{{"T", T}, {"H", "1"}, {"K", "8"}, {"V", "8"}};
     if (r->op == "causal_conv1d") shape = {{"T", "70"}, {"D", "24"}};
-    if (r->op == "rmsnorm_gated") shape = {{"N", "70"}, {"D", "24"}};
+    if (r->op == "rmsnorm_gated" || r->op == "rmsnorm" || r->op == "add_rmsnorm") shape = {{"N", "70"}, {"D", "24"}};
+    if (r->op == "swiglu") shape = {{"N", "70"}, {"I", "24"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;
