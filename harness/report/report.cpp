@@ -3,6 +3,7 @@
 #include "harness/core/json_limits.h"
 #include "harness/isolation/sandbox.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <filesystem>
@@ -176,7 +177,9 @@ nlohmann::json records_json(const std::vector<Record>& records, const std::strin
 std::string drift_table(const std::vector<Record>& records) {
   std::string s;
   std::string last_case;
-  s += fmt::format("{:<26} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8}  {}\n", "candidate", "bits", "ULP@rms",
+  size_t w = 24;   // the candidate column: as wide as the longest name (add_rmsnorm_cpu_blocked_bf16)
+  for (const Record& r : records) w = std::max(w, r.candidate.size());
+  s += fmt::format("{:<{}} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8}  {}\n", "candidate", w + 2, "bits", "ULP@rms",
                    "rms_ratio", "growth", "ht.bits", "ref_bits", "time s", "disposition");
   for (const Record& r : records) {
     if (r.case_str != last_case) {
@@ -191,12 +194,12 @@ std::string drift_table(const std::vector<Record>& records) {
                               ? fmt::format("UNCERTIFIED ({})", disposition_name(r.disposition))
                               : std::string(disposition_name(r.disposition));
     if (o)
-      s += fmt::format("  {:<24} {:>6.1f} {:>9.3g} {:>9.2e} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate,
+      s += fmt::format("  {:<{}} {:>6.1f} {:>9.3g} {:>9.2e} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, w,
                        o->metrics.bits + 0.0, o->metrics.ulp_rms_max, o->metrics.rms_ratio,
                        o->drift ? fmt::format("{:.3f}", o->drift->growth_exponent) : std::string("-"),
                        ht ? fmt::format("{:.1f}", ht->metrics.bits + 0.0) : std::string("-"), ref_bits, r.seconds, verdict);
     else
-      s += fmt::format("  {:<24} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, "-", "-", "-", "-",
+      s += fmt::format("  {:<{}} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, w, "-", "-", "-", "-",
                        "-", ref_bits, r.seconds, verdict);
     if (!r.reason.empty() && r.disposition != Disposition::SKIPPED) s += "      " + r.reason + "\n";
   }
