@@ -74,4 +74,19 @@ Tensor leading_slice(const Tensor& t, int axis, int64_t keep) {
   return s;
 }
 
+Certification certify_leading_rows(Tier tier, int64_t rows, double ops_per_row,
+                                   const std::function<SampleOutputs(Tier, int64_t)>& run) {
+  const std::optional<Tier> up = next_tier(tier);
+  if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
+  const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (ops_per_row * tier_cost(*up))), 1, rows);
+  Certification cert;
+  cert.tier = tier;
+  cert.against = *up;
+  cert.sample = n == rows ? "full case" : fmt::format("rows [0,{})", n);
+  const SampleOutputs lo = run(tier, n), hi = run(*up, n);
+  cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
+  cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);
+  return cert;
+}
+
 }  // namespace dg

@@ -71,19 +71,10 @@ RefOutputs reference(const Case& c, const TensorMap& in, Tier tier, int64_t) {
 
 // The residual output is exact in every tier (one rounding of a double sum), so only y is certified.
 Certification certify(const Case& c, const TensorMap& in, Tier tier) {
-  const std::optional<Tier> up = next_tier(tier);
-  if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
-  const RmsNormParams p = rmsnorm_params(c);
-  const int64_t rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (static_cast<double>(3 * p.D) * tier_cost(*up))), 1, p.N);
-  Certification cert;
-  cert.tier = tier;
-  cert.against = *up;
-  cert.sample = rows == p.N ? "full case" : fmt::format("rows [0,{})", rows);
-  const RmsNormReferenceResult lo = run_rows(c, in, tier, rows, true), hi = run_rows(c, in, *up, rows, true);
-  cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
-  cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);
-  return cert;
+  return certify_leading_rows(tier, c.integer("N"), 3.0 * static_cast<double>(c.integer("D")), [&](Tier t, int64_t rows) {
+    RmsNormReferenceResult r = run_rows(c, in, t, rows, true);
+    return SampleOutputs{std::move(r.y), std::move(r.y_tail)};
+  });
 }
 
 std::vector<CoverageAxis> coverage_axes() {

@@ -55,20 +55,14 @@ OpSpec norm_spec() {
     return RefOutputs{{"y", std::move(r.y)}};
   };
   s.certify = [](const Case& c, const TensorMap& in, Tier tier) {
-    const std::optional<Tier> up = next_tier(tier);
-    if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
-    NormParams p = norm_params(c), q = p;
-    q.N = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (static_cast<double>(4 * p.D) * tier_cost(*up))), 1, p.N);
-    Certification cert;
-    cert.tier = tier;
-    cert.against = *up;
-    cert.sample = q.N == p.N ? "full case" : fmt::format("rows [0,{})", q.N);
-    const Tensor x = leading_slice(in.at("x"), 0, q.N), g = leading_slice(in.at("gate"), 0, q.N);
-    NormReferenceResult lo = rmsnorm_gated_reference(tier, q, x, g, in.at("weight"), true);
-    NormReferenceResult hi = rmsnorm_gated_reference(*up, q, x, g, in.at("weight"), true);
-    cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
-    cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);
-    return cert;
+    const NormParams p = norm_params(c);
+    return certify_leading_rows(tier, p.N, static_cast<double>(4 * p.D), [&](Tier t, int64_t rows) {
+      NormParams q = p;
+      q.N = rows;
+      const Tensor x = leading_slice(in.at("x"), 0, rows), g = leading_slice(in.at("gate"), 0, rows);
+      NormReferenceResult r = rmsnorm_gated_reference(t, q, x, g, in.at("weight"), true);
+      return SampleOutputs{std::move(r.y), std::move(r.y_tail)};
+    });
   };
   s.positions = [](const Case&) { return std::map<std::string, Positions>{}; };
   s.flops = [](const Case& c) {

@@ -44,19 +44,10 @@ SwigluReferenceResult run_rows(const Case& c, const TensorMap& in, Tier tier, in
 }
 
 Certification certify(const Case& c, const TensorMap& in, Tier tier) {
-  const std::optional<Tier> up = next_tier(tier);
-  if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
-  const SwigluParams p = swiglu_params(c);
-  const int64_t rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (static_cast<double>(4 * p.I) * tier_cost(*up))), 1, p.N);
-  Certification cert;
-  cert.tier = tier;
-  cert.against = *up;
-  cert.sample = rows == p.N ? "full case" : fmt::format("rows [0,{})", rows);
-  const SwigluReferenceResult lo = run_rows(c, in, tier, rows, true), hi = run_rows(c, in, *up, rows, true);
-  cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
-  cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);
-  return cert;
+  return certify_leading_rows(tier, c.integer("N"), 4.0 * static_cast<double>(c.integer("I")), [&](Tier t, int64_t rows) {
+    SwigluReferenceResult r = run_rows(c, in, t, rows, true);
+    return SampleOutputs{std::move(r.y), std::move(r.y_tail)};
+  });
 }
 
 std::vector<CoverageAxis> coverage_axes() {

@@ -122,7 +122,7 @@ void expect_bad_input(const std::string& args, const std::string& message) {
 
 TEST(Cli, BadInputExitsTwo) {
   const std::string ok = "kda(T=8,H=1,K=8,V=8)";
-  expect_bad_input("verify --case 'gemm(T=1)'", "unknown op 'gemm'");
+  expect_bad_input("verify --case 'convolution3d(T=1)'", "unknown op 'convolution3d'");
   expect_bad_input("verify --candidate nope --case '" + ok + "'", "unknown candidate 'nope'");
   expect_bad_input("verify --case 'kda(T=8,regime=nope)'", "unknown regime 'nope'");
   expect_bad_input("verify --case 'kda(T=8'", "malformed case string");

@@ -1,5 +1,5 @@
 // One candidate on one case through verify, as a user runs it, for the tests of the CPU candidates
-// (tests/candidates/cpu/*_test.cpp), and one output of its record by name.
+// (tests/candidates/cpu/*_test.cpp), one output of its record by name, and a bad case refused.
 #pragma once
 
 #include <stdexcept>
@@ -20,6 +20,19 @@ inline Record verify_one(const std::string& cand, const std::string& case_str, T
   std::vector<Record> r = verify_case(parse_case(case_str), {find_candidate(cand)}, opt);
   EXPECT_EQ(r.size(), 1u);
   return r.at(0);
+}
+
+// A case string that must be refused as bad input: parsing it, the op's validate or generating its
+// inputs throws InputError (what every verb does before any work).
+inline void expect_refused(const std::string& bad) {
+  EXPECT_THROW(
+      {
+        const Case c = parse_case(bad);
+        find_op(c.op())->validate(c);
+        generate_inputs(c);
+      },
+      InputError)
+      << bad;
 }
 
 // The output `name` of `r`; throws std::runtime_error when it has none.

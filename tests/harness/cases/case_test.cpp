@@ -76,7 +76,7 @@ TEST(Case, BadInputNamesTheProblem) {
   EXPECT_THAT(error_of("kda(T=64,)"), HasSubstr("trailing comma"));
   EXPECT_THAT(error_of("kda(T64)"), HasSubstr("not name=value"));
   EXPECT_THAT(error_of("kda(T=1,T=2)"), HasSubstr("given twice"));
-  EXPECT_THAT(error_of("gemm(T=1)"), HasSubstr("unknown op 'gemm'"));
+  EXPECT_THAT(error_of("convolution3d(T=1)"), HasSubstr("unknown op 'convolution3d'"));
   EXPECT_THAT(error_of("kda(X=1)"), HasSubstr("unknown parameter 'X'"));
   EXPECT_THAT(error_of("kda(T=abc)"), HasSubstr("parameter 'T' expects an integer"));
   EXPECT_THAT(error_of("kda(scale=nan)"), HasSubstr("expects a finite number"));
