@@ -68,6 +68,21 @@ inline void fill(Tensor& t, const Case& c, const std::string& name, const Dist& 
   });
 }
 
+// Hidden states with "massive activations": N(0, sd^2), except that channels D/7 and D/3 of every
+// row of D (the same two in every token, as in trained LLMs) hold +-(100 .. 400) * sd, so one term
+// dominates a row's sum of squares or a dot product over it. Rows of fewer than 8 channels have none.
+inline Dist massive_channels(int64_t D, double sd) {
+  return [D, sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
+    r.normal(i0, out);
+    const int64_t a = D / 7, b = D / 3;
+    for (size_t j = 0; j < out.size(); ++j) {
+      const int64_t ch = static_cast<int64_t>((i0 + j) % static_cast<uint64_t>(D));
+      if (D >= 8 && (ch == a || ch == b)) out[j] = sd * (out[j] < 0 ? -1.0 : 1.0) * (100.0 + 100.0 * std::fabs(out[j]));
+      else out[j] = sd * out[j];
+    }
+  };
+}
+
 // A new tensor `name` of dtype `dt` and `shape`, drawn from `d` with the stream of (case, name), as in[name].
 inline void make(TensorMap& in, const Case& c, const std::string& name, DType dt, std::vector<int64_t> shape, const Dist& d) {
   Tensor t(dt, std::move(shape));

@@ -15,19 +15,6 @@ namespace {
 
 using namespace dists;
 
-// N(0,1) with channels K/7 and K/3 of every row replaced by +-(100 .. 400): the hidden states'
-// massive activations, as datasets/rmsnorm.cpp's `massive`.
-Dist massive(int64_t K) {
-  return [K](const TensorRng& r, uint64_t i0, std::span<double> out) {
-    r.normal(i0, out);
-    const int64_t a = K / 7, b = K / 3;
-    for (size_t j = 0; j < out.size(); ++j) {
-      const int64_t ch = static_cast<int64_t>((i0 + j) % static_cast<uint64_t>(K));
-      if (K >= 8 && (ch == a || ch == b)) out[j] = (out[j] < 0 ? -1.0 : 1.0) * (100.0 + 100.0 * std::fabs(out[j]));
-    }
-  };
-}
-
 Dist weight(int64_t K) { return normal(1.0 / std::sqrt(static_cast<double>(K))); }
 
 // N(0, 1/K) rows whose every full block of 32 k is [v, -v] (16 values, then the same negated): each
@@ -79,7 +66,7 @@ struct RegisterGemmRegimes {
                      "hidden states x ~ N(0,1) with two massive-activation channels (K/7, K/3) of +-(100..400), "
                      "w ~ N(0, 1/K), bias ~ N(0, 0.1^2)",
                      {},
-                     [](const Case& c, TensorMap& in) { generate(c, in, massive(c.integer("K")), weight(c.integer("K"))); }});
+                     [](const Case& c, TensorMap& in) { generate(c, in, massive_channels(c.integer("K"), 1.0), weight(c.integer("K"))); }});
     register_regime({"cancel", "gemm",
                      "x = 1 + N(0, 1e-2^2), each row of w sums to exactly 0 (blocks of 32 k: 16 values, then the "
                      "same negated): the output is ~1e-4 of the sum of |terms|, so accumulation precision shows",

@@ -2,9 +2,9 @@
 // sections 1.2, 2 and 5). Everything is stored in the case's dtype, the weight too (checkpoints keep
 // norm weights in the model dtype).
 //
-// Hidden states carry a few "massive activation" channels: the same two channels of every token hold
-// values hundreds of times the others' (channels D/7 and D/3 here, +-(100 .. 400)), so one term
-// dominates a row's sum of squares and the rest of the row is normalized to small values. The norm
+// Hidden states carry a few "massive activation" channels (dists::massive_channels): the same two
+// channels of every token hold values hundreds of times the others', so one term dominates a row's
+// sum of squares and the rest of the row is normalized to small values. The norm
 // weight ~ 1 + N(0, 0.2) (initialised to ones, trained away from them).
 #include <cmath>
 #include <cstdint>
@@ -18,19 +18,6 @@ namespace dg {
 namespace {
 
 using namespace dists;
-
-// N(0, sd^2) with channels D/7 and D/3 of every row replaced by +-(100 .. 400) * sd.
-Dist massive(int64_t D, double sd) {
-  return [D, sd](const TensorRng& r, uint64_t i0, std::span<double> out) {
-    r.normal(i0, out);
-    const int64_t a = D / 7, b = D / 3;
-    for (size_t j = 0; j < out.size(); ++j) {
-      const int64_t ch = static_cast<int64_t>((i0 + j) % static_cast<uint64_t>(D));
-      if (D >= 8 && (ch == a || ch == b)) out[j] = sd * (out[j] < 0 ? -1.0 : 1.0) * (100.0 + 100.0 * std::fabs(out[j]));
-      else out[j] = sd * out[j];
-    }
-  };
-}
 
 Dist weight() { return map(normal(0.2), [](double z) { return 1.0 + z; }); }
 
@@ -64,7 +51,7 @@ struct RegisterRmsNormRegimes {
                        {},
                        [](const Case& c, TensorMap& in) {
                          const bool add = c.op() == "add_rmsnorm";
-                         generate(c, in, add ? normal(1.0) : massive(c.integer("D"), 1.0), massive(c.integer("D"), 1.0));
+                         generate(c, in, add ? normal(1.0) : massive_channels(c.integer("D"), 1.0), massive_channels(c.integer("D"), 1.0));
                        }});
       register_regime({"tiny_rms", op,
                        "x (and the residual) ~ N(0, 2e-3^2): mean(x^2) ~ 4e-6 is below eps, whose value and place "
@@ -89,7 +76,7 @@ struct RegisterRmsNormRegimes {
     register_regime({"large_residual", "add_rmsnorm",
                      "residual ~ N(0, 30^2) with massive channels, x ~ N(0,1): rounding s to the dtype drops much of x",
                      {},
-                     [](const Case& c, TensorMap& in) { generate(c, in, normal(1.0), massive(c.integer("D"), 30.0)); }});
+                     [](const Case& c, TensorMap& in) { generate(c, in, normal(1.0), massive_channels(c.integer("D"), 30.0)); }});
   }
 };
 const RegisterRmsNormRegimes register_rmsnorm_regimes;
