@@ -3,7 +3,6 @@
 // regimes and suites are in datasets/rmsnorm.cpp, their CPU candidates in candidates/cpu/rmsnorm.cpp.
 #include "harness/ops/rmsnorm.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>

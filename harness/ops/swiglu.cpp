@@ -3,8 +3,6 @@
 // its CPU candidates in candidates/cpu/swiglu.cpp.
 #include "harness/ops/swiglu.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "harness/cases/registry.h"
