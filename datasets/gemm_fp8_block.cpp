@@ -136,7 +136,7 @@ DG_REGISTER_SUITE(gemm_fp8_block_smoke,
                         }});
 DG_REGISTER_SUITE(gemm_fp8_block_gate,
                   Suite{"gemm-fp8-block-gate", "the gemm_fp8_block merge gate: the configs' projections and experts at "
-                        "decode and prefill, wide block ranges with outlier blocks, one block, a partial weight-scale "
+                        "decode (M = 1) and M = 16, wide block ranges with outlier blocks, one block, a partial weight-scale "
                         "block; f64 reference",
                         {
                             "gemm_fp8_block(M=16,N=4096,K=7168,regime=production,dtype=e4m3,seed=0)",

@@ -114,10 +114,6 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
 // the probabilistic bound of Higham and Mary (SIAM J. Sci. Comput. 41(5), 2019) with lambda = 1
 // plus the output's rounding.
 
-double unit_roundoff(DType t) { return std::ldexp(1.0, -info(t).precision); }
-double half_subnormal(DType t) { return std::ldexp(1.0, info(t).emin - info(t).precision); }
-bool narrower(DType a, DType b) { return info(a).precision < info(b).precision; }
-
 // T_ij = sum_k |x_ik| |w_jk| + |b_j| and R_ij = sum_k (|x_ik| + |w_jk|), in double (relative error
 // below K 2^-53, covered by the bound's 2^-20 margin). Kept for the last case: the gate measures
 // base, patch and naive on the same inputs.

@@ -2,10 +2,12 @@
 // certification sample that gemm and gemm_fp8_block share.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "harness/cases/case.h"
+#include "harness/core/dtype.h"
 #include "reference/gemm.h"
 
 namespace dg {
@@ -27,5 +29,11 @@ struct GemmSample {
   std::string what;
 };
 GemmSample gemm_certify_sample(int64_t M, int64_t N, double output_cost);
+
+// The formats' constants of the GEMMs' format bounds: the unit roundoff 2^-p of round to nearest,
+// half the smallest subnormal 2^(emin - p), and whether a keeps fewer significand bits than b.
+inline double unit_roundoff(DType t) { return std::ldexp(1.0, -info(t).precision); }
+inline double half_subnormal(DType t) { return std::ldexp(1.0, info(t).emin - info(t).precision); }
+inline bool narrower(DType a, DType b) { return info(a).precision < info(b).precision; }
 
 }  // namespace dg

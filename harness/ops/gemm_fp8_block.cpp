@@ -5,10 +5,12 @@
 // datasets/gemm_fp8_block.cpp, its CPU candidates in candidates/cpu/gemm_fp8_block.cpp.
 #include "harness/ops/gemm_fp8_block.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -33,21 +35,7 @@ namespace {
 
 // S[m][n] = sum_b |x_scale w_scale| sum_k |x w| of gemm_fp8_block_bound. It depends on the inputs
 // only, and every candidate of a case is measured on the same ones: the last inputs' S is kept,
-// keyed by the shapes and a hash of every input byte.
-uint64_t hash_bytes(const Tensor& t, uint64_t h) {
-  const std::byte* b = t.bytes();
-  const size_t n = t.nbytes();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, b + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ static_cast<uint64_t>(b[i])) * 0x100000001b3ull;
-  return h;
-}
-
+// keyed by the shapes and a digest of every input's bytes (as gemm's magnitudes).
 std::vector<double> abs_sums(const GemmFp8BlockParams& p, const TensorMap& in) {
   const int64_t K = p.K, KB = p.kb();
   std::vector<double> x(static_cast<size_t>(p.M * K)), xs(static_cast<size_t>(p.M * KB)),
@@ -75,17 +63,24 @@ std::vector<double> abs_sums(const GemmFp8BlockParams& p, const TensorMap& in) {
 
 const std::vector<double>& cached_abs_sums(const GemmFp8BlockParams& p, const TensorMap& in) {
   static std::mutex mu;
-  static uint64_t key = 0;
+  static std::string key;
   static std::vector<double> S;
-  uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(p.M * 1000003 + p.N * 10007 + p.K);
-  for (const char* name : {"x", "x_scale", "w", "w_scale"}) h = hash_bytes(in.at(name), h);
+  const auto digest = [&](const char* name) {
+    const Tensor& t = in.at(name);
+    return std::hash<std::string_view>{}(std::string_view(reinterpret_cast<const char*>(t.bytes()), t.nbytes()));
+  };
+  const std::string k = fmt::format("{},{},{}|{}|{}|{}|{}", p.M, p.N, p.K, digest("x"), digest("x_scale"), digest("w"),
+                                    digest("w_scale"));
   std::lock_guard<std::mutex> lock(mu);
-  if (S.empty() || key != h) {
+  if (k != key) {
     S = abs_sums(p, in);
-    key = h;
+    key = k;
   }
   return S;
 }
+
+// The inner accumulator's format: the candidate's state dtype where it keeps fewer bits than f32.
+DType inner_format(DType state) { return narrower(state, DType::f32) ? state : DType::f32; }
 
 }  // namespace
 
@@ -93,11 +88,10 @@ void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DTyp
                           const std::vector<double>& ref, std::vector<double>& bound) {
   const std::vector<double>& S = cached_abs_sums(p, in);
   const double kb = static_cast<double>(p.kb());
-  const double d_in = std::ldexp(1.0, 1 - info(state).precision), u = 0x1p-24;
+  const double d_in = 2 * unit_roundoff(inner_format(state)), u = unit_roundoff(DType::f32);
   const double g = std::expm1(127.0 * std::log1p(d_in) + (kb + 1.0) * std::log1p(u));
-  const double u_out = std::ldexp(1.0, -info(out).precision);
-  const double eta_out = std::ldexp(1.0, info(out).emin - info(out).precision + 1);
-  const double under = (kb + 1.0) * 0x1p-150 + eta_out / 2;
+  const double u_out = unit_roundoff(out);
+  const double under = (kb + 1.0) * half_subnormal(DType::f32) + half_subnormal(out);
   bound.resize(S.size());
   for (size_t i = 0; i < S.size(); ++i)
     bound[i] = ((1 + u_out) * g * S[i] + (u_out + 0x1p-52) * std::fabs(ref[i]) + under) * (1 + 0x1p-40);
@@ -124,6 +118,37 @@ double gemm_fp8_block_bound_ratio(const GemmFp8BlockParams& p, const TensorMap& 
 }
 
 namespace {
+
+// format_bound.y (limit 1) and, for reports, format_bound_sqrtk.y: the error against the typical
+// (probabilistic, Higham and Mary 2019) growth, sqrt(127) d_in + sqrt(K/128 + 1) u per unit of S,
+// plus the output's rounding.
+std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& cand, const TensorMap& in, const RefOutputs& ref,
+                               const TensorMap& out) {
+  const GemmFp8BlockParams p = gemm_fp8_block_params(c);
+  const Tensor& y = out.at("y");
+  const std::vector<double>& r = ref.at("y");
+  std::string where;
+  const double worst = gemm_fp8_block_bound_ratio(p, in, cand.state_dtype, y, r, &where);
+  const std::vector<double>& S = cached_abs_sums(p, in);
+  const DType acc = inner_format(cand.state_dtype);
+  const double per_s = std::sqrt(127.0) * 2 * unit_roundoff(acc) +
+                       std::sqrt(static_cast<double>(p.kb()) + 1.0) * unit_roundoff(DType::f32);
+  const double u_out = unit_roundoff(y.dtype());
+  std::vector<double> cv(static_cast<size_t>(y.numel()));
+  y.read(0, cv);
+  double typical = 0.0;
+  for (size_t i = 0; i < cv.size(); ++i) {
+    const double t = per_s * S[i] + u_out * std::fabs(r[i]);
+    const double err = std::isfinite(cv[i]) ? std::fabs(cv[i] - r[i]) : std::numeric_limits<double>::infinity();
+    if (t > 0) typical = std::max(typical, err / t);
+  }
+  const std::string scheme = fmt::format("{} partials of 128, f32 promotion over K = {}, {} output", name(acc), p.K,
+                                         name(y.dtype()));
+  return {OpMeasure{"format_bound.y", worst, 1.0, false, 0.0,
+                    "max |c - r| / B, B the worst-case bound of " + scheme + "; worst at " + where},
+          OpMeasure{"format_bound_sqrtk.y", typical, std::numeric_limits<double>::quiet_NaN(), false, 0.0,
+                    "max |c - r| / ((sqrt(127) d_in + sqrt(K/128 + 1) u) S + u_out |r|), the typical growth; report only"}};
+}
 
 void validate(const Case& c) {
   for (const char* n : {"M", "N", "K"})
@@ -223,6 +248,7 @@ OpSpec spec() {
     return RefOutputs{{"y", run_part(c, in, tier, c.integer("M"), c.integer("N"), false).y}};
   };
   s.certify = certify;
+  s.measure = measure;
   s.positions = [](const Case&) { return std::map<std::string, Positions>{}; };
   s.flops = [](const Case& c) {   // a multiply and an add per term
     return 2.0 * static_cast<double>(c.integer("M")) * static_cast<double>(c.integer("N")) *

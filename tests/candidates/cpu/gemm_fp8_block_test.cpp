@@ -20,7 +20,8 @@ const char* const kHonest[] = {"gemm_fp8_block_cpu_naive_f32", "gemm_fp8_block_c
                                "gemm_fp8_block_cpu_deepgemm_bf16"};
 
 // Every candidate passes every smoke case: the f32 ones at 20+ bits, the bf16 one at 7+ (its output
-// in bf16, its partials in 14 bits).
+// in bf16, its partials in 14 bits), each row carrying the format bound (0.004-0.06 measured over
+// the smoke and gate suites at seeds 0-9).
 TEST(GemmFp8BlockCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("gemm-fp8-block-smoke")->cases)
     for (const char* cand : kHonest) {
@@ -28,6 +29,10 @@ TEST(GemmFp8BlockCpu, EveryCandidatePassesEverySmokeCase) {
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " on " << cs << ": " << r.reason;
       const bool bf16 = std::string(cand).find("bf16") != std::string::npos;
       EXPECT_GT(output(r, "y").metrics.bits, bf16 ? 7.0 : 20.0) << cand << " on " << cs;
+      ASSERT_EQ(r.measures.size(), 2u) << cand << " on " << cs;   // format_bound.y, format_bound_sqrtk.y
+      EXPECT_EQ(r.measures[0].name, "format_bound.y");
+      EXPECT_EQ(r.measures[0].limit, 1.0);
+      EXPECT_LT(r.measures[0].value, 0.1) << cand << " on " << cs << ": " << r.measures[0].detail;
     }
 }
 
