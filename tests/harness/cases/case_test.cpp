@@ -182,6 +182,7 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "swiglu") shape = {{"N", "70"}, {"I", "24"}};
     if (r->op == "gemm") shape = {{"M", "5"}, {"N", "24"}, {"K", "70"}};
     if (r->op == "gemm_fp8_block") shape = {{"M", "5"}, {"N", "130"}, {"K", "256"}};
+    if (r->op == "moe_combine") shape = {{"T", "5"}, {"topk", "3"}, {"H", "24"}, {"rsf", "2.5"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;
