@@ -205,11 +205,12 @@ TEST(MutantsCli, KdaDecodeGateKillsEveryDecodeMutant) {
   fs::remove(json);
 }
 
-// The norm and activation ops' gate suites: every mutant of each op killed and no equivalent
-// rejected, as committed in datasets/kill_rates.json (about 30 s for the three).
+// The norm, activation and MoE-combine ops' gate suites, and gemm_fp8_block's smoke suite (its gate
+// takes over a minute): every mutant of each op killed and no equivalent rejected, as committed in
+// datasets/kill_rates.json (about 75 s for the five on 2 cores).
 TEST(MutantsCli, LayerOpGateSuitesKeepTheirCommittedKillRates) {
   nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
-  for (const char* suite : {"rmsnorm-gate", "add-rmsnorm-gate", "swiglu-gate"}) {
+  for (const char* suite : {"rmsnorm-gate", "add-rmsnorm-gate", "swiglu-gate", "moe-combine-gate", "gemm-fp8-block-smoke"}) {
     ASSERT_TRUE(committed.at("suites").contains(suite)) << suite;
     const auto& c = committed["suites"][suite];
     EXPECT_EQ(c.at("killed"), c.at("mutants")) << suite;
