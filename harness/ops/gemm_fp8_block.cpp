@@ -84,12 +84,13 @@ DType inner_format(DType state) { return narrower(state, DType::f32) ? state : D
 
 }  // namespace
 
-void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DType state, DType out,
+void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DType input, DType state, DType out,
                           const std::vector<double>& ref, std::vector<double>& bound) {
   const std::vector<double>& S = cached_abs_sums(p, in);
   const double kb = static_cast<double>(p.kb());
   const double d_in = 2 * unit_roundoff(inner_format(state)), u = unit_roundoff(DType::f32);
-  const double g = std::expm1(127.0 * std::log1p(d_in) + (kb + 1.0) * std::log1p(u));
+  const double u_in = narrower(input, DType::f32) ? unit_roundoff(input) : 0.0;
+  const double g = std::expm1(127.0 * std::log1p(d_in) + (kb + 1.0) * std::log1p(u) + 2.0 * std::log1p(u_in));
   const double u_out = unit_roundoff(out);
   const double under = (kb + 1.0) * half_subnormal(DType::f32) + half_subnormal(out);
   bound.resize(S.size());
@@ -97,10 +98,10 @@ void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DTyp
     bound[i] = ((1 + u_out) * g * S[i] + (u_out + 0x1p-52) * std::fabs(ref[i]) + under) * (1 + 0x1p-40);
 }
 
-double gemm_fp8_block_bound_ratio(const GemmFp8BlockParams& p, const TensorMap& in, DType state, const Tensor& y,
-                                  const std::vector<double>& ref, std::string* where) {
+double gemm_fp8_block_bound_ratio(const GemmFp8BlockParams& p, const TensorMap& in, DType input, DType state,
+                                  const Tensor& y, const std::vector<double>& ref, std::string* where) {
   std::vector<double> bound, c(static_cast<size_t>(y.numel()));
-  gemm_fp8_block_bound(p, in, state, y.dtype(), ref, bound);
+  gemm_fp8_block_bound(p, in, input, state, y.dtype(), ref, bound);
   y.read(0, c);
   double worst = 0.0;
   size_t at = 0;
@@ -128,7 +129,7 @@ std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& cand, const T
   const Tensor& y = out.at("y");
   const std::vector<double>& r = ref.at("y");
   std::string where;
-  const double worst = gemm_fp8_block_bound_ratio(p, in, cand.state_dtype, y, r, &where);
+  const double worst = gemm_fp8_block_bound_ratio(p, in, cand.input_dtype, cand.state_dtype, y, r, &where);
   const std::vector<double>& S = cached_abs_sums(p, in);
   const DType acc = inner_format(cand.state_dtype);
   const double per_s = std::sqrt(127.0) * 2 * unit_roundoff(acc) +

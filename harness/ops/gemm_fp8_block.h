@@ -19,20 +19,21 @@ GemmFp8BlockParams gemm_fp8_block_params(const Case& c);
 // of the inner accumulator (relative error each at most d_in = 2^(1-p_in): round to nearest or
 // truncation, as tensor cores do), two f32 multiplications by the scales and K/128 - 1 f32 adds
 // across blocks, in any order (Higham's gamma argument over the worst path), then the output
-// rounding:
+// rounding. A kernel that reads its inputs in a format narrower than f32 (`input`) rounds the two
+// scales there (the e4m3 operands are exact in any of them): (1 + u_in)^2 more per term.
 //   B = (1 + u_out) g S + u_out |r| + 2^-52 |r| + ((K/128 + 1) 2^-150 + eta_out / 2)
-//   g = (1 + d_in)^127 (1 + 2^-24)^(K/128 + 1) - 1,   S = sum_b |x_scale w_scale| sum_k |x w|
+//   g = (1 + d_in)^127 (1 + 2^-24)^(K/128 + 1) (1 + u_in)^2 - 1,   S = sum_b |x_scale w_scale| sum_k |x w|
 // with u_out = 2^-p_out, r the reference (2^-52 |r|: its own rounding), the f32 scalings' and
 // additions' underflow (half of 2^-149 each) and half the output format's smallest subnormal
 // eta_out. g grows with K through the promoted sum; the inner term is fixed by the block of 128.
 // `bound` gets B for every output ([M,N], computed in double with a 2^-40 relative margin). The
 // OpSpec's measure "format_bound.y" is max_i |c_i - r_i| / B_i, limit 1.
-void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DType state, DType out,
+void gemm_fp8_block_bound(const GemmFp8BlockParams& p, const TensorMap& in, DType input, DType state, DType out,
                           const std::vector<double>& ref, std::vector<double>& bound);
 
 // max_i |c_i - r_i| / B_i over the outputs (+inf where c is not finite), the measure
 // "format_bound.y" (limit 1), and where the maximum is in `where`.
-double gemm_fp8_block_bound_ratio(const GemmFp8BlockParams& p, const TensorMap& in, DType state, const Tensor& y,
-                                  const std::vector<double>& ref, std::string* where = nullptr);
+double gemm_fp8_block_bound_ratio(const GemmFp8BlockParams& p, const TensorMap& in, DType input, DType state,
+                                  const Tensor& y, const std::vector<double>& ref, std::string* where = nullptr);
 
 }  // namespace dg

@@ -17,7 +17,7 @@ inline double bound_ratio(const std::string& cand, const std::string& cs, std::s
   const Candidate& k = require_candidate(cand);
   const RefOutputs ref = find_op("gemm_fp8_block")->reference(c, in, Tier::f64, -1);
   const TensorMap out = run_candidate(k, c, in);
-  return gemm_fp8_block_bound_ratio(gemm_fp8_block_params(c), in, k.info().state_dtype, out.at("y"), ref.at("y"), where);
+  return gemm_fp8_block_bound_ratio(gemm_fp8_block_params(c), in, k.info().input_dtype, k.info().state_dtype, out.at("y"), ref.at("y"), where);
 }
 
 }  // namespace dg

@@ -52,9 +52,9 @@ TEST(GemmFp8BlockCpu, HonestKernelsStayWithinTheFormatBound) {
 }
 
 // The bound grows with K (more blocks promoted and summed in f32), loosens for a narrower declared
-// accumulator and includes the output format's rounding. x = w = 1 and unit scales: S = K, r = K.
+// accumulator or input format and includes the output format's rounding. x = w = 1 and unit scales: S = K, r = K.
 TEST(GemmFp8BlockCpu, TheBoundGrowsWithKAndLoosensWithNarrowerFormats) {
-  const auto per_term = [](int64_t K, DType state, DType out) {
+  const auto per_term = [](int64_t K, DType state, DType out, DType input = DType::f32) {
     const GemmFp8BlockParams p{1, 1, K};
     TensorMap in;
     in["x"] = Tensor(DType::e4m3, {1, K});
@@ -64,7 +64,7 @@ TEST(GemmFp8BlockCpu, TheBoundGrowsWithKAndLoosensWithNarrowerFormats) {
     for (const char* n : {"x", "w", "x_scale", "w_scale"})
       for (int64_t i = 0; i < in[n].numel(); ++i) in[n].set(i, 1.0);
     std::vector<double> b;
-    gemm_fp8_block_bound(p, in, state, out, {static_cast<double>(K)}, b);
+    gemm_fp8_block_bound(p, in, input, state, out, {static_cast<double>(K)}, b);
     return b.at(0) / static_cast<double>(K);
   };
   // f32 accumulation: 127 inner adds at 2^-23 and K/128 + 1 f32 operations at 2^-24, plus r's
@@ -73,6 +73,8 @@ TEST(GemmFp8BlockCpu, TheBoundGrowsWithKAndLoosensWithNarrowerFormats) {
   EXPECT_NEAR(per_term(7168, DType::f32, DType::f32) - per_term(128, DType::f32, DType::f32), 55 * 0x1p-24, 1e-9);
   EXPECT_GT(per_term(128, DType::tf32, DType::f32), 100 * per_term(128, DType::f32, DType::f32));
   EXPECT_GT(per_term(128, DType::f32, DType::bf16), 0x1p-8);
+  // Scales read in bf16: two more roundings of 2^-8 per term.
+  EXPECT_NEAR(per_term(128, DType::f32, DType::f32, DType::bf16) - per_term(128, DType::f32, DType::f32), 2 * 0x1p-8, 1e-4);
 }
 
 TEST(GemmFp8BlockCpu, BadCasesAreRefused) {
