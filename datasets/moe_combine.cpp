@@ -94,7 +94,8 @@ const RegisterMoeCombineRegimes register_moe_combine_regimes;
 
 // Suites. Shapes from the configs (notes/model-ops.md section 2): top-8 routing with hidden 4096
 // (GLM-4.5-Air, rsf 1; GLM-5.3-Flash, rsf 2.5), 5120 (GLM-4.5, rsf 2.5), 6144 (GLM-5.x, rsf 2.5),
-// 2304 (Kimi-Linear, rsf 2.446); top-4 with hidden 2048 (GLM-4.7-Flash, rsf 1.8). T = 16 decode
+// 2304 (Kimi-Linear, rsf 2.446), 7168 (DeepSeek-V3, rsf 2.5); top-4 with hidden 2048 (GLM-4.7-Flash,
+// rsf 1.8). T = 16 decode
 // tokens to 256 a prefill chunk; the gate's reference is the f64 tier (Dot2; --certify measures it).
 DG_REGISTER_SUITE(moe_combine_smoke,
                   Suite{"moe-combine-smoke", "small moe_combine cases: every regime, dtype and rsf placement, with and "
@@ -118,7 +119,7 @@ DG_REGISTER_SUITE(moe_combine_gate,
                             "moe_combine(T=64,topk=8,H=4096,rsf=2.5,rsf_on=output,regime=cancel,dtype=f32,seed=0)",
                             "moe_combine(T=64,topk=8,H=2304,rsf=2.446,regime=large_shared,dtype=bf16,seed=0)",
                             "moe_combine(T=64,topk=8,H=4100,rsf=2.5,rsf_on=output,regime=large_shared,dtype=f16,seed=0)",
-                            "moe_combine(T=64,topk=8,H=4096,rsf=2.5,shared=0,regime=production,dtype=f64,seed=0)",
+                            "moe_combine(T=64,topk=8,H=7168,rsf=2.5,shared=0,regime=production,dtype=f64,seed=0)",
                         },
                         "f64"});
 
