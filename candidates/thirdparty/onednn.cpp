@@ -34,8 +34,14 @@ namespace {
 
 #if DG_HAVE_ONEDNN
 // A stored operand in `t`'s dtype: `src` itself when it is already in it, else a converted copy
-// (exact when widening, one rounding when narrowing).
-Tensor as(const Tensor& src, DType t) { return src.dtype() == t ? src : convert(src, t); }
+// (exact when widening, one rounding when narrowing); to f32 through the candidates' bulk loader.
+Tensor as(const Tensor& src, DType t) {
+  if (src.dtype() == t) return src;
+  if (t != DType::f32) return convert(src, t);
+  Tensor f(DType::f32, src.shape(), Tensor::Uninitialized{});
+  load_row(src, 0, src.numel(), f.data<float>());
+  return f;
+}
 
 void matmul(const Case& c, const TensorMap& in, TensorMap& out, DType operand) {
   using dt = dnnl::memory::data_type;
@@ -53,7 +59,9 @@ void matmul(const Case& c, const TensorMap& in, TensorMap& out, DType operand) {
   }
   omp_set_num_threads(num_threads());
   try {
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    // One engine for the process: oneDNN's primitive cache keys on it, so the JIT kernel of a shape is
+    // generated once, not at every call.
+    static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
     const dnnl::memory::desc x_md({M, K}, odt, tag::ab), w_md({K, N}, odt, tag::ba), y_md({M, N}, ydt, tag::ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_md, bias_md, y_md), eng);
