@@ -4,8 +4,8 @@
 //                        f32 cos/sin's rounding, so it stays honest at 1M positions), cos and sin in
 //                        double rounded to f32, then y_a = x_a c - x_b s, y_b = x_b c + x_a s in f32
 //   rope_cpu_cache_bf16  vLLM's rotary_embedding numerics in a bf16 model: a cos/sin cache per
-//                        position (computed once in extended precision, then stored in the model
-//                        dtype, as vLLM keeps cos_sin_cache), bf16 x, and the kernel's scalar_t
+//                        position (computed once per process in extended precision, then stored in
+//                        the model dtype, as vLLM keeps cos_sin_cache), bf16 x, and the kernel's scalar_t
 //                        arithmetic: x * cos and y * sin each rounded to bf16, their difference (sum)
 //                        rounded to bf16 (c10::BFloat16's operators round every result)
 //   rope_cpu_cache_f32   the same kernel in an f32 model: f32 cache, f32 x and arithmetic
@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "candidates/cpu/op_io.h"
@@ -72,23 +74,33 @@ void run_naive(const Case& c, const TensorMap& in, TensorMap& out) {
       });
 }
 
-// vLLM's cache: cos and sin of every position the case uses, each in long double (64-bit
-// significand: the angle is off by at most 2^-40 rad at 2^24), rounded to f32 and, for a bf16
-// model, from there to bf16.
-std::map<int64_t, std::vector<float>> cos_sin_cache(const Case& c, const TensorMap& in, bool bf16) {
-  const RopeParams p = rope_params(c);
-  const int64_t half = p.d_rope / 2;
-  std::vector<long double> inv(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    inv[static_cast<size_t>(i)] = std::pow(static_cast<long double>(p.theta), -2.0L * static_cast<long double>(i) / static_cast<long double>(p.d_rope));
-  std::map<int64_t, std::vector<float>> cache;
-  const int64_t* pos = need(in, "positions", "rope").data<int64_t>();
-  for (int64_t t = 0; t < p.T; ++t) {
-    std::vector<float>& e = cache[pos[t]];
-    if (!e.empty()) continue;
-    e.resize(static_cast<size_t>(2 * half));
+// vLLM's cos_sin_cache, built once per process (vLLM builds it when the model loads) and kept for
+// later calls: per (theta, d_rope, dtype), cos and sin of each position as it is first seen, each in
+// long double (64-bit significand: the angle is off by at most 2^-40 rad at 2^24), rounded to f32
+// and, for a bf16 model, from there to bf16. Entry: [cos_0 .. cos_{h-1}, sin_0 .. sin_{h-1}].
+class CosSinCache {
+ public:
+  // The entries of every position of the case, in token order (stable: std::map nodes never move).
+  std::vector<const std::vector<float>*> entries(const RopeParams& p, const int64_t* pos, bool bf16) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<int64_t, std::vector<float>>& table = tables_[{p.theta, p.d_rope, bf16}];
+    std::vector<const std::vector<float>*> out(static_cast<size_t>(p.T));
+    for (int64_t t = 0; t < p.T; ++t) {
+      std::vector<float>& e = table[pos[t]];
+      if (e.empty()) e = entry(p, pos[t], bf16);
+      out[static_cast<size_t>(t)] = &e;
+    }
+    return out;
+  }
+
+ private:
+  static std::vector<float> entry(const RopeParams& p, int64_t pos, bool bf16) {
+    const int64_t half = p.d_rope / 2;
+    std::vector<float> e(static_cast<size_t>(2 * half));
     for (int64_t i = 0; i < half; ++i) {
-      const long double phi = static_cast<long double>(pos[t]) * inv[static_cast<size_t>(i)];
+      const long double inv = std::pow(static_cast<long double>(p.theta),
+                                       -2.0L * static_cast<long double>(i) / static_cast<long double>(p.d_rope));
+      const long double phi = static_cast<long double>(pos) * inv;
       float cv = static_cast<float>(std::cos(phi)), sv = static_cast<float>(std::sin(phi));
       if (bf16) {   // through f32, as vLLM builds the cache in f32 and then casts it to the model dtype
         cv = round_bf16(cv);
@@ -97,18 +109,23 @@ std::map<int64_t, std::vector<float>> cos_sin_cache(const Case& c, const TensorM
       e[static_cast<size_t>(i)] = cv;
       e[static_cast<size_t>(half + i)] = sv;
     }
+    return e;
   }
-  return cache;
-}
+  std::mutex mu_;
+  std::map<std::tuple<double, int64_t, bool>, std::map<int64_t, std::vector<float>>> tables_;
+};
 
 RunFn make_cache(bool bf16) {
   return [bf16](const Case& c, const TensorMap& in, TensorMap& out) {
-    const std::map<int64_t, std::vector<float>> cache = cos_sin_cache(c, in, bf16);
-    const size_t half = static_cast<size_t>(c.integer("d_rope") / 2);
-    auto angles = [&](int64_t pos, float* cs, float* sn) {
-      const std::vector<float>& e = cache.at(pos);
-      std::copy(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(half), cs);
-      std::copy(e.begin() + static_cast<std::ptrdiff_t>(half), e.end(), sn);
+    static CosSinCache cache;
+    const RopeParams p = rope_params(c);
+    const std::vector<const std::vector<float>*> entries = cache.entries(p, need(in, "positions", "rope").data<int64_t>(), bf16);
+    const auto half = static_cast<std::ptrdiff_t>(p.d_rope / 2);
+    int64_t t = 0;   // rotate_all asks for the tokens' angles in order
+    auto angles = [&](int64_t, float* cs, float* sn) {
+      const std::vector<float>& e = *entries[static_cast<size_t>(t++)];
+      std::copy(e.begin(), e.begin() + half, cs);
+      std::copy(e.begin() + half, e.end(), sn);
     };
     if (bf16)
       rotate_all(c, in, out, true, angles, [](float xa, float xb, float cv, float sv, float& ya, float& yb) {
