@@ -93,23 +93,31 @@ void rotate(const Variant& v, float xa, float xb, float c, float s, float& ya, f
   }
 }
 
-// The cos/sin of every pair of token t into cs, sn (from a per-position cache for `cache`).
+// The cos/sin of every pair of token t into cs, sn (from a per-position cache for `cache`: entries
+// [c_0, s_0, c_1, s_1, ...] filled the first time a position is seen).
 void token_angles(const Variant& v, const RopeParams& p, int64_t t, int64_t pos, std::map<int64_t, std::vector<float>>& cache,
                   std::vector<float>& cs, std::vector<float>& sn) {
   if (v.wrap16) pos &= 0xFFFF;
   if (v.token_index) pos = t;
-  const int64_t half = static_cast<int64_t>(cs.size());
+  const size_t half = cs.size();
   std::vector<float>* e = v.cache ? &cache[pos] : nullptr;
   if (e && !e->empty()) {
-    for (int64_t i = 0; i < half; ++i) cs[static_cast<size_t>(i)] = (*e)[static_cast<size_t>(2 * i)], sn[static_cast<size_t>(i)] = (*e)[static_cast<size_t>(2 * i + 1)];
+    for (size_t i = 0; i < half; ++i) {
+      cs[i] = (*e)[2 * i];
+      sn[i] = (*e)[2 * i + 1];
+    }
     return;
   }
-  for (int64_t i = 0; i < half; ++i) {
-    const int64_t f = v.gptj_cache_index && p.style == RopeStyle::gptj ? (2 * i) % half : i;
-    angle(v, p, pos, f, sn[static_cast<size_t>(i)], cs[static_cast<size_t>(i)]);
+  for (size_t i = 0; i < half; ++i) {
+    const auto ii = static_cast<int64_t>(i);
+    const int64_t f = v.gptj_cache_index && p.style == RopeStyle::gptj ? (2 * ii) % static_cast<int64_t>(half) : ii;
+    angle(v, p, pos, f, sn[i], cs[i]);
   }
-  if (e)
-    for (int64_t i = 0; i < half; ++i) e->push_back(cs[static_cast<size_t>(i)]), e->push_back(sn[static_cast<size_t>(i)]);
+  if (!e) return;
+  for (size_t i = 0; i < half; ++i) {
+    e->push_back(cs[i]);
+    e->push_back(sn[i]);
+  }
 }
 
 RunFn variant(Variant v) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -135,6 +136,51 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   return cert;
 }
 
+// The op's measures: the error of each rotated pair split into phase and magnitude. For reference
+// pair r = (r_a, r_b) and candidate pair c, dphi = atan2(r x c, r . c) and dm = |c| - |r|, over
+// every (token, head, pair) with finite values and r != 0:
+//   phase.y              sqrt(sum |r|^2 dphi^2 / sum |r|^2): the rms phase error in radians (a pair
+//                        near 0 has an ill-defined phase and weighs little); gate: relative
+//   magnitude.y          sqrt(sum dm^2 / sum |r|^2): the rms norm error (a rotation keeps norms:
+//                        cos/sin off the unit circle, a scaled output); gate: relative
+//   phase_top_octave.y   phase.y over the tokens in the highest octave of positions [2^k, max]
+//                        (the drift curve's last bucket, at the longest context); report only
+// The relative rules' floor is one f32 ulp (2^-23, in radians for the phase).
+std::vector<OpMeasure> measure(const Case& c, const CandidateInfo&, const TensorMap&, const RefOutputs& ref,
+                               const TensorMap& out) {
+  const RopeParams p = rope_params(c);
+  std::vector<double> cv(static_cast<size_t>(p.T * p.H * p.D));
+  out.at("y").read(0, cv);
+  const std::vector<double>& r = ref.at("y");
+  const std::vector<int64_t> pos = rope_positions(c);
+  const int64_t max_pos = *std::max_element(pos.begin(), pos.end());
+  const int64_t top = max_pos > 0 ? int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(max_pos))) : 0;
+  double w = 0, ph = 0, mag = 0, w_top = 0, ph_top = 0;
+  for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.d_rope / 2; ++i) {
+        int64_t a = 0, b = 0;
+        rope_pair_dims(p.style, i, p.d_rope, a, b);
+        const size_t base = static_cast<size_t>((t * p.H + h) * p.D);
+        const double ra = r[base + static_cast<size_t>(a)], rb = r[base + static_cast<size_t>(b)];
+        const double ca = cv[base + static_cast<size_t>(a)], cb = cv[base + static_cast<size_t>(b)];
+        const double rr = ra * ra + rb * rb;
+        if (!std::isfinite(ra + rb + ca + cb) || rr == 0) continue;   // the tensor metrics judge non-finite values
+        const double dphi = std::atan2(ra * cb - rb * ca, ra * ca + rb * cb), dm = std::hypot(ca, cb) - std::sqrt(rr);
+        w += rr;
+        ph += rr * dphi * dphi;
+        mag += dm * dm;
+        if (pos[static_cast<size_t>(t)] >= top) w_top += rr, ph_top += rr * dphi * dphi;
+      }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return {{"phase.y", w > 0 ? std::sqrt(ph / w) : 0.0, nan, true, 0x1p-23,
+           "rms phase error of the rotated pairs in radians, |r|^2-weighted"},
+          {"magnitude.y", w > 0 ? std::sqrt(mag / w) : 0.0, nan, true, 0x1p-23,
+           "rms error of the rotated pairs' norms, relative to their rms"},
+          {"phase_top_octave.y", w_top > 0 ? std::sqrt(ph_top / w_top) : 0.0, nan, false, 0.0,
+           fmt::format("phase.y over the tokens at positions [{}, {}]; report only", top, max_pos)}};
+}
+
 std::vector<CoverageAxis> coverage_axes() {
   return {
       // Partial rotary (GLM-4.x: 64 of 128) is where the frequencies' exponent (over d_rope, not D)
@@ -200,6 +246,7 @@ OpSpec spec() {
     return RefOutputs{{"y", rope_reference(tier, rope_params(c), in.at("x"), in.at("positions")).y}};
   };
   s.certify = certify;
+  s.measure = measure;
   s.positions = [](const Case& c) {
     return std::map<std::string, Positions>{{"y", Positions{rope_positions(c), c.integer("H") * c.integer("D")}}};
   };

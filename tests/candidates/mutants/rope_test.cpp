@@ -3,6 +3,8 @@
 // variant merges on every case; f32 angles show as phase error growing linearly with position.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tests/candidates/cpu/verify_one.h"
 #include "tests/candidates/mutants/variant_check.h"
 
@@ -30,8 +32,18 @@ TEST(RopeMutants, EachIsRejectedWhereItsBugShowsAndRewritesMerge) {
                  5);
 }
 
+double measure_of(const Record& r, const std::string& name) {
+  for (const OpMeasure& m : r.measures)
+    if (m.name == name) return m.value;
+  ADD_FAILURE() << r.candidate << " has no measure " << name;
+  return 0;
+}
+
 // An angle formed in f32 is off by about pos 2^-24 rad: the drift curve's phase error grows as
-// position^1 (the naive candidate's stays flat) and passes 2^-8 rad (rms over the pairs) in the octave past 2^20.
+// position^1 (the naive candidate's stays flat) and passes 2^-8 rad (rms over the pairs) in the
+// octave past 2^20. The op's measures split it: all phase (phase.y 2^10 times the naive's, the
+// top octave's past 2^-8 rad), no magnitude (the norms as exact as the naive's); cos/sin rounded to
+// bf16 leave the unit circle, so that bug shows in magnitude.y too.
 TEST(RopeMutants, F32AnglesGrowLinearlyWithPosition) {
   const std::string cs = "rope(T=256,H=4,D=64,d_rope=64,style=gptj,regime=long_positions,dtype=f32,seed=0)";
   const Record naive = verify_one("rope_cpu_naive_f32", cs, Tier::dd);
@@ -42,6 +54,11 @@ TEST(RopeMutants, F32AnglesGrowLinearlyWithPosition) {
   EXPECT_LT(std::fabs(output(naive, "y").drift->growth_exponent), 0.1);
   EXPECT_GT(d.buckets.back().rms_ratio, 0x1p-8);
   EXPECT_EQ(f32.disposition, Disposition::INCORRECT);
+  EXPECT_GT(measure_of(f32, "phase.y"), 1024 * measure_of(naive, "phase.y"));
+  EXPECT_GT(measure_of(f32, "phase_top_octave.y"), 0x1p-8);
+  EXPECT_LT(measure_of(f32, "magnitude.y"), 2 * measure_of(naive, "magnitude.y"));
+  const Record bf16 = verify_one("rope_mutant_cache_bf16", cs, Tier::dd);
+  EXPECT_GT(measure_of(bf16, "magnitude.y"), 1024 * measure_of(naive, "magnitude.y"));
 }
 
 }  // namespace
