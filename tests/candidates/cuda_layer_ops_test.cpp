@@ -4,8 +4,9 @@
 // smoke suite against the reference, and agrees with the CPU candidate of the same arithmetic: bit
 // for bit where the order is the same (the norms everywhere; swiglu under the emulator, whose expf
 // is the host's), within one bf16 ulp on a few elements (swiglu on a GPU: CUDA's expf), or by the
-// gate's precision rule with the CPU candidate as base (cuBLASLt's summation order is its own).
-// The GPU half skips here with the reason; scripts/gpu-check.sh runs it.
+// gate's precision rule with the CPU candidate as base (cuBLASLt's summation order is its own); and
+// each call is one launch timed by the device rules. The GPU half skips here with the reason;
+// scripts/gpu-check.sh runs it.
 // This file is also built as cuda_layer_ops_emu_test against the CUDA emulator (candidates/cuda/emu):
 // the kernels then run on every machine, in both thread orders (a missing barrier changes the bits);
 // cuBLASLt is not emulated, and its candidate is NOT_SUPPORTED there.
@@ -25,6 +26,7 @@
 #include "harness/judge/gate.h"
 #include "harness/judge/policy.h"
 #include "harness/judge/verify.h"
+#include "harness/timing/device_timing.h"
 #ifdef DRIFTGATE_CUDA_EMULATED
 #include "candidates/cuda/emu/cuda_emu.h"
 #endif
@@ -183,6 +185,23 @@ TEST(CudaLayerOpsGpu, TheCublasLtGemmPassesTheGateRuleAgainstTheCpuCandidate) {
     const Record naive = verify_one(naive_name.empty() ? "gemm_cpu_naive_f32" : naive_name, cs);
     for (const Check& chk : precision_checks(base, patch, &naive, policy))
       EXPECT_TRUE(chk.passed) << cs << ": " << chk.name << ": " << chk.detail;
+  }
+}
+
+// Under bench and gate each call is one launch, timed by the device rules (cuda_rt.h), as the KDA
+// kernels' are.
+TEST(CudaLayerOpsGpu, EachCallIsOneTimedLaunch) {
+  SKIP_WITHOUT_GPU();
+  for (const Pair& k : kKernels) {
+    const Case c = parse_case(smoke(k.suite).front());
+    const TensorMap in = generate_inputs(c);
+    DeviceTimingScope scope;
+    run_candidate(require_candidate(k.cuda), c, in);
+    const DeviceCall& d = scope.call();
+    EXPECT_EQ(d.launches, 1) << k.cuda;
+    EXPECT_GT(d.device_s, 0.0) << k.cuda;
+    EXPECT_GE(d.launch_wall_s, d.device_s) << k.cuda;
+    EXPECT_FALSE(d.device.empty()) << k.cuda;
   }
 }
 
