@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,7 @@ struct TensorSpec {
 };
 
 class Candidate;
+struct CandidateInfo;
 
 // Reference outputs: doubles rounded to odd from the tier's value (one RNE gives the correctly
 // rounded value in any format), in each output tensor's layout; NaN outside a sampled region.
@@ -59,6 +61,22 @@ struct CoverageAxis {
   std::string name;
   std::vector<std::string> values;
   std::function<std::vector<std::string>(const Case&)> of;
+};
+
+// An op's own measurement of a candidate's outputs against the reference, for what the tensor
+// metrics cannot judge: a set output (the experts a router picks), or an error bound that depends
+// on the case (what f32 accumulation allows at a GEMM's K). verify marks a row INCORRECT when an
+// absolute limit is exceeded; the gate judges each measure as check "op.<name>".
+struct OpMeasure {
+  std::string name;        // unique within the op: "format_bound.y", "flips_wide"
+  double value = 0;        // the measurement; NaN: not measurable on this case (the rule fails)
+  // Absolute rule (verify and gate): value <= limit. NaN: no absolute rule.
+  double limit = std::numeric_limits<double>::quiet_NaN();
+  // Relative rule (gate): value <= max(base (1 + slack), naive_factor x naive) + floor, over the
+  // same measure of the base's and the naive's rows, as the tensor metrics are judged.
+  bool relative = false;
+  double floor = 0;
+  std::string detail;      // one line: what was measured, and how
 };
 
 // One per op, one place: parameters, tensors, how a case's tensors are shaped and generated, the
@@ -96,6 +114,12 @@ struct OpSpec {
   // Axes of coverage beyond the parameters' own values (harness/cases/coverage.h): shapes and layouts
   // where bugs live (GVA ratios, B > 1, odd dims, lengths past a counter's range, varlen edges).
   std::vector<CoverageAxis> coverage;
+  // The op's own measures (OpMeasure) of a candidate's outputs `out` (its dtypes) against the
+  // reference `ref`; `cand` declares the dtypes it computes in. Empty: none. Outputs in an integer
+  // dtype (a set of ids) have no tensor metrics: an op with such an output judges it here.
+  std::function<std::vector<OpMeasure>(const Case&, const CandidateInfo& cand, const TensorMap& in,
+                                       const RefOutputs& ref, const TensorMap& out)>
+      measure;
 };
 
 // A regime: a named, documented input distribution of an op, with parameter defaults it implies

@@ -122,6 +122,55 @@ VerifyOptions gate_verify_options(Tier tier, const Policy& policy, bool isolate,
   return vo;
 }
 
+namespace {
+const OpMeasure* find_measure(const Record& r, const std::string& name) {
+  for (const OpMeasure& m : r.measures)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+double log2_margin(double value, double limit) {
+  if (value > 0 && limit > 0) return std::log2(value / limit);
+  return value <= limit ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+}
+
+// The op's own measures (OpMeasure): an absolute limit as it stands, a relative one against the same
+// measure of the base and the naive, as the tensor metrics. A NaN value fails either rule.
+void measure_checks(const Record& base, const Record& patch, const Record* naive, const Policy& pol,
+                    std::vector<Check>& out) {
+  for (const OpMeasure& m : patch.measures) {
+    if (!std::isnan(m.limit)) {
+      Check k{"op." + m.name, m.value <= m.limit,
+              fmt::format("{:.3g} vs limit {:.3g}: {}", m.value, m.limit, m.detail)};
+      k.value = m.value;
+      k.limit = m.limit;
+      k.margin_bits = log2_margin(m.value, m.limit);
+      out.push_back(k);
+    }
+    if (!m.relative) continue;
+    const OpMeasure* b = find_measure(base, m.name);
+    const OpMeasure* n = naive ? find_measure(*naive, m.name) : nullptr;
+    if (!b) {
+      out.push_back({"op." + m.name + ".relative", false, "the base has no measure " + m.name, CheckOutcome::errored});
+      continue;
+    }
+    const double en = n ? n->value : 0.0;
+    const double limit = std::max(b->value * (1 + pol.slack), pol.naive_factor * en) + m.floor;
+    Check k{"op." + m.name + ".relative", m.value <= limit,
+            fmt::format("patch {:.3g} vs limit {:.3g} = max(base {:.3g} x {:.2f}, {:.1f} x naive {}) + floor {:.2g}: {}",
+                        m.value, limit, b->value, 1 + pol.slack, pol.naive_factor,
+                        n ? fmt::format("{:.3g}", en) : "-", m.floor, m.detail)};
+    k.value = m.value;
+    k.limit = limit;
+    k.base = b->value;
+    if (n) k.naive = en;
+    k.floor = m.floor;
+    k.margin_bits = log2_margin(m.value, limit);
+    out.push_back(k);
+  }
+}
+}  // namespace
+
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive, const Policy& pol) {
   std::vector<Check> out;
   // What the patch is judged against must itself be sound: a broken base or naive candidate makes
@@ -228,6 +277,7 @@ std::vector<Check> precision_checks(const Record& base, const Record& patch, con
       }
     }
   }
+  measure_checks(base, patch, naive, pol, out);
   return out;
 }
 

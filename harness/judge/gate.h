@@ -108,7 +108,9 @@ struct GateRow {
 
 // The precision checks of one case (DESIGN.md "Precision verdicts"):
 //   err(patch) <= max(err(base) (1 + slack), naive_factor err(naive)) + floor   per output and metric
-// plus NaN/Inf positions, the minimum bits, and the drift rule. `naive` may be null (the term drops).
+// plus NaN/Inf positions, the minimum bits, the drift rule, and the op's own measures (OpMeasure:
+// check "op.NAME" for an absolute limit, "op.NAME.relative" for a relative one). `naive` may be null
+// (the term drops).
 std::vector<Check> precision_checks(const Record& base, const Record& patch, const Record* naive,
                                     const Policy& policy);
 

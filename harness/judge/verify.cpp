@@ -215,6 +215,7 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
     std::vector<std::string> problems;
     for (const auto& [name, values] : reference()) {
       const Tensor& t = out.at(name);
+      if (!info(t.dtype()).is_float) continue;   // a set of ids: the op's measures judge it
       std::vector<double> cv(static_cast<size_t>(t.numel()));
       t.read(0, cv);
       OutputResult r;
@@ -236,6 +237,12 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
         problems.push_back(fmt::format("{}: {:.1f} bits < floor {:.0f} (rms_ratio {:.3g})", name, r.metrics.bits,
                                        rec.min_bits, r.metrics.rms_ratio));
       rec.outputs.push_back(std::move(r));
+    }
+    if (op->measure) {
+      rec.measures = op->measure(c, cand->info(), in, reference(), out);
+      for (const OpMeasure& m : rec.measures)
+        if (!(m.value <= m.limit) && !std::isnan(m.limit))
+          problems.push_back(fmt::format("{}: {:.3g} > limit {:.3g} ({})", m.name, m.value, m.limit, m.detail));
     }
     rec.disposition = problems.empty() ? Disposition::PASSED : Disposition::INCORRECT;
     for (const std::string& s : problems) rec.reason += (rec.reason.empty() ? "" : "; ") + s;

@@ -38,6 +38,7 @@ struct Record {
   Tier tier = Tier::f64;
   std::optional<Certificate> cert;
   std::vector<OutputResult> outputs;
+  std::vector<OpMeasure> measures;  // the op's own measures (OpSpec::measure), when it has them
   Disposition disposition = Disposition::SKIPPED;
   std::string reason;               // why it is not PASSED (empty when PASSED)
   double min_bits = 0;              // the floor it was judged against

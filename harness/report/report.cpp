@@ -94,6 +94,13 @@ nlohmann::json to_json(const Record& r) {
                       {"outputs", outs},
                       {"reproduce", r.reproduce}};
   if (!r.confinement.empty()) j["confinement"] = r.confinement;
+  if (!r.measures.empty()) {
+    nlohmann::json ms = nlohmann::json::object();
+    for (const OpMeasure& m : r.measures)
+      ms[m.name] = {{"value", num(m.value)}, {"limit", num(m.limit)}, {"relative", m.relative},
+                    {"floor", num(m.floor)}, {"detail", m.detail}};
+    j["measures"] = ms;
+  }
   if (r.cert)
     j["certification"] = {{"against", tier_name(r.cert->cert.against)},
                           {"sample", r.cert->cert.sample},
@@ -165,6 +172,10 @@ Record record_from_json(const nlohmann::json& j) {
     }
     r.outputs.push_back(std::move(out));
   }
+  if (j.contains("measures"))
+    for (const auto& [name, o] : j.at("measures").items())
+      r.measures.push_back({name, from_num(o.at("value")), from_num(o.at("limit")), o.at("relative").get<bool>(),
+                            from_num(o.at("floor")), o.at("detail").get<std::string>()});
   return r;
 }
 

@@ -524,8 +524,11 @@ class ChannelServer {
   bool hold_for_timed_call(Hold& hold) {
     if (turns_ && !turns_->acquire(alone_)) return false;
     hold.turn = turns_ != nullptr;
-    // (Once a process could not be stopped the samples are void: later calls wait less for it.)
-    const double wait = idle_problem.empty() ? 0.2 : 0.02;
+    // A SIGSTOP takes effect when the process is next scheduled: on a loaded machine (a CI run with
+    // builds beside it) that took over 200 ms, so the first wait is a second. Only a sandbox with
+    // processes besides the worker waits at all. (Once a process could not be stopped the samples
+    // are void: later calls wait less for it.)
+    const double wait = idle_problem.empty() ? 1.0 : 0.02;
     std::string why;
     keep_stopped(stop_sandbox_processes(init_.load(), worker_.load(), &why, wait));
     if (!why.empty() && idle_problem.empty()) idle_problem = why;

@@ -561,6 +561,18 @@ bool schema_valid(const std::string& kind, const std::string& path, std::string*
   return rc == 0;
 }
 
+// An op's own measures (gemm's format bound) are in verify's JSON rows, and the rows match the schema.
+TEST(CliVerdict, AnOpsMeasuresAreInTheJsonAndMatchTheSchema) {
+  const std::string out = tmp("verify_measures.json");
+  Result r = run("verify --candidate gemm_cpu_naive_f32 --case 'gemm(M=4,N=64,K=300)' --json " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  std::string log;
+  EXPECT_TRUE(schema_valid("verify", out, &log)) << log;
+  const nlohmann::json m = nlohmann::json::parse(slurp(out))["records"][0]["measures"]["format_bound.y"];
+  EXPECT_LT(m["value"].get<double>(), 1.0);
+  EXPECT_EQ(m["limit"].get<double>(), 1.0);
+}
+
 // verdict.json for agents: every file matches its schema, and the numbers a reader needs are there
 // (issue 13 section 3): the limit's parts on every precision check, the suite, the counts, the
 // geometric-mean speedup with its interval, digests and both timestamps.

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unistd.h>
 
@@ -69,6 +70,47 @@ TEST(Gate, ThePrecisionRuleIsRelativeToBaseAndNaive) {
   }
   // Without a naive kernel the base alone sets the limit: 1.8x the base fails at slack 0.5.
   EXPECT_FALSE(passed(precision_checks(base, record("p", 1.8e-6, 1e-6, 0), nullptr, p), "precision.o.rms"));
+}
+
+Record with_measure(Record r, double value, double limit, bool relative, double floor = 0) {
+  r.measures.push_back({"flips", value, limit, relative, floor, "what was counted"});
+  return r;
+}
+
+// An op's own measure (OpMeasure): an absolute limit judged as it stands, whatever the base did; a
+// relative one against the same measure of the base and the naive, as the tensor metrics; a NaN
+// value fails; a relative measure the base lacks is an error, never a pass.
+TEST(Gate, OpMeasuresHaveAbsoluteAndRelativeRules) {
+  Policy p = default_policy();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Record base = with_measure(record("b", 1e-6, 1e-6, 0), 0, 0, false);
+  EXPECT_TRUE(passed(precision_checks(base, with_measure(record("p", 1e-6, 1e-6, 0), 0, 0, false), &base, p), "op.flips"));
+  std::vector<Check> cs = precision_checks(base, with_measure(record("p", 1e-6, 1e-6, 0), 2, 0, false), &base, p);
+  EXPECT_FALSE(passed(cs, "op.flips"));
+  for (const Check& c : cs)
+    if (c.name == "op.flips") {
+      EXPECT_THAT(c.detail, HasSubstr("what was counted"));
+      EXPECT_EQ(c.margin_bits, std::numeric_limits<double>::infinity());
+    }
+  EXPECT_FALSE(passed(precision_checks(base, with_measure(record("p", 1e-6, 1e-6, 0), nan, 0, false), &base, p), "op.flips"));
+
+  Record rb = with_measure(record("b", 1e-6, 1e-6, 0), 1e-6, nan, true, 1e-9);
+  Record rn = with_measure(record("n", 1e-6, 1e-6, 0), 4e-6, nan, true, 1e-9);
+  EXPECT_TRUE(passed(precision_checks(rb, with_measure(record("p", 1e-6, 1e-6, 0), 7e-6, nan, true, 1e-9), &rn, p),
+                     "op.flips.relative"));   // within 2 x naive
+  EXPECT_FALSE(passed(precision_checks(rb, with_measure(record("p", 1e-6, 1e-6, 0), 9e-6, nan, true, 1e-9), &rn, p),
+                      "op.flips.relative"));
+  EXPECT_FALSE(passed(precision_checks(rb, with_measure(record("p", 1e-6, 1e-6, 0), nan, nan, true, 1e-9), &rn, p),
+                      "op.flips.relative"));
+  // No absolute limit: no "op.flips" check at all.
+  for (const Check& c : precision_checks(rb, with_measure(record("p", 1e-6, 1e-6, 0), 1e-6, nan, true), &rn, p))
+    EXPECT_NE(c.name, "op.flips");
+  cs = precision_checks(record("b", 1e-6, 1e-6, 0), with_measure(record("p", 1e-6, 1e-6, 0), 0, nan, true), nullptr, p);
+  EXPECT_FALSE(passed(cs, "op.flips.relative"));
+  for (const Check& c : cs)
+    if (c.name == "op.flips.relative") {
+      EXPECT_EQ(c.outcome, CheckOutcome::errored);
+    }
 }
 
 // max_abs, the largest error of a case, varies between seeds far more than rms: its limit is the

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -160,6 +161,24 @@ namespace {
 
 // A results file's integer fields are read as integers: a count of 6.5e23 (out of int64's range) or
 // 2.5 is refused with std::out_of_range, not converted (a static_cast out of range is undefined).
+// The op's measures travel in the JSON row and read back as written, NaN limits included.
+TEST(Verify, MeasuresRoundTripThroughJson) {
+  Record r = verify_one("kda_cpu_recurrent_f32");
+  r.measures.push_back({"format_bound.y", 0.25, 1.0, false, 0.0, "a bound"});
+  r.measures.push_back({"weight_err", 3e-7, std::numeric_limits<double>::quiet_NaN(), true, 1e-9, "relative"});
+  const Record back = record_from_json(to_json(r));
+  ASSERT_EQ(back.measures.size(), 2u);
+  EXPECT_EQ(back.measures[0].name, "format_bound.y");
+  EXPECT_EQ(back.measures[0].value, 0.25);
+  EXPECT_EQ(back.measures[0].limit, 1.0);
+  EXPECT_FALSE(back.measures[0].relative);
+  EXPECT_EQ(back.measures[1].detail, "relative");
+  EXPECT_TRUE(std::isnan(back.measures[1].limit));
+  EXPECT_TRUE(back.measures[1].relative);
+  EXPECT_EQ(back.measures[1].floor, 1e-9);
+  EXPECT_FALSE(to_json(verify_one("kda_cpu_recurrent_f32")).contains("measures"));
+}
+
 TEST(Verify, ResultsWithAFractionalOrHugeCountAreRefused) {
   const Record r = verify_one("kda_cpu_recurrent_f32");
   nlohmann::json j = to_json(r);
