@@ -57,19 +57,33 @@ std::vector<double> f32_bias(const Case& c, int64_t E, const Dist& d) {
 double logit(double s) { return std::log(s / (1.0 - s)); }
 
 // near_ties: in every token the (k+1)-th expert of the kept groups is moved to 2^-x below the k-th
-// selection score, x ~ U(10, 30): margins from far above an f32 kernel's error to far below it.
+// selection score, x ~ U(10, 30): margins from far above an f32 kernel's error to far below it. With
+// groups, odd tokens instead move the first dropped group's best expert so that its group scores
+// 2^-x below the last kept group.
 void generate_near_ties(const Case& c, TensorMap& in) {
   const MoeRouterParams p = moe_router_params(c);
+  const int64_t G = p.E / p.n_group;
   std::vector<double> z = production_logits(c, p);
   const std::vector<double> b = f32_bias(c, p.E, normal(0.1));
   const std::vector<double> x = draw(c, "margin_exponent", p.T, uniform(10.0, 30.0));
   for (int64_t t = 0; t < p.T; ++t) {
     double* row = z.data() + t * p.E;
     const MoeRouterRank r = moe_router_rank(p, row, b.data());
-    if (static_cast<int64_t>(r.experts.size()) <= p.k) continue;
-    const int64_t kth = r.experts[static_cast<size_t>(p.k - 1)], next = r.experts[static_cast<size_t>(p.k)];
-    const double s = r.sel[static_cast<size_t>(kth)] - std::exp2(-x[static_cast<size_t>(t)]) - b[static_cast<size_t>(next)];
-    if (s > 1e-30 && s < 1.0 - 1e-7) row[next] = round_to(c.dtype(), logit(s));
+    const double delta = std::exp2(-x[static_cast<size_t>(t)]);
+    int64_t moved = -1;
+    double sel = 0;
+    if (t % 2 == 1 && p.topk_group < p.n_group) {
+      const int64_t kept = r.groups[static_cast<size_t>(p.topk_group - 1)], dropped = r.groups[static_cast<size_t>(p.topk_group)];
+      moved = dropped * G;
+      for (int64_t e = dropped * G; e < (dropped + 1) * G; ++e)
+        if (r.sel[static_cast<size_t>(e)] > r.sel[static_cast<size_t>(moved)]) moved = e;
+      sel = r.sel[static_cast<size_t>(moved)] + (r.group_score[static_cast<size_t>(kept)] - r.group_score[static_cast<size_t>(dropped)]) - delta;
+    } else if (static_cast<int64_t>(r.experts.size()) > p.k) {
+      moved = r.experts[static_cast<size_t>(p.k)];
+      sel = r.sel[static_cast<size_t>(r.experts[static_cast<size_t>(p.k - 1)])] - delta;
+    }
+    const double s = moved < 0 ? 0.0 : sel - b[static_cast<size_t>(moved)];
+    if (s > 1e-30 && s < 1.0 - 1e-7) row[moved] = round_to(c.dtype(), logit(s));
   }
   store(in, c, p, z, b);
 }
@@ -136,7 +150,8 @@ struct RegisterMoeRouterRegimes {
                      }});
     register_regime({"near_ties", "moe_router",
                      "production logits with the (k+1)-th expert of every token moved to 2^-U(10,30) below the k-th "
-                     "selection score: flips at the narrow margins are legitimate, none at the wide ones",
+                     "selection score (with groups, odd tokens: the first dropped group to that far below the last kept "
+                     "one): flips at the narrow margins are legitimate, none at the wide ones",
                      {}, generate_near_ties});
     register_regime({"exact_ties", "moe_router",
                      "duplicated logits under a bias constant over blocks of 4 experts and repeated per group: a group "

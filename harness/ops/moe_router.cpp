@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -203,6 +204,45 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   });
 }
 
+// The op's measures of one candidate output (moe_router.h): the candidate's output format sets the
+// flip tolerance, the floor of weight_err and its absolute limit, 4096 u (12 bits in f32, the
+// policy's f32 floor).
+std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& cand, const TensorMap& in, const RefOutputs& ref,
+                               const TensorMap& out) {
+  const MoeRouterParams p = moe_router_params(c);
+  auto read = [](const Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    t.read(0, v);
+    return v;
+  };
+  const FormatInfo& f = info(info(cand.output_dtype).is_float ? cand.output_dtype : DType::f32);
+  const double u = std::ldexp(1.0, -f.precision), tiny = std::ldexp(1.0, f.emin);
+  const MoeRouterMeasures m = moe_router_measure(p, read(in.at("logits")), read(in.at("bias")), ref.at("topk_ids"),
+                                                 ref.at("topk_weights"), read(out.at("topk_ids")),
+                                                 read(out.at("topk_weights")), u, tiny);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), T = static_cast<double>(m.tokens);
+  std::vector<OpMeasure> r;
+  r.push_back({"flips_wide", static_cast<double>(m.flips_wide), 0.0, false, 0.0,
+               fmt::format("tokens whose expert set differs at a margin > 32 u (1 + max|s + b|), u = 2^{}; {} flips in all, "
+                           "the widest at margin {:.3g}", std::ilogb(u), m.flips, m.widest_flip_margin)});
+  r.push_back({"ties", static_cast<double>(m.ties), 0.0, false, 0.0,
+               "tokens selecting expert j over an i < j with the same logit and bias (the tie rule: lower index)"});
+  r.push_back({"invalid_ids", static_cast<double>(m.invalid_ids), 0.0, false, 0.0,
+               "tokens whose ids are not k distinct integers in [0, E)"});
+  r.push_back({"weight_err", m.weight_err, 4096.0 * u, true, 16.0 * u,
+               fmt::format("max |w - w_ref| / |w_ref| over the {} tokens with the reference's set, slots matched by id", m.agree)});
+  r.push_back({"set_agreement", static_cast<double>(m.agree) / T, nan, false, 0.0,
+               fmt::format("{} of {} tokens with exactly the reference's set", m.agree, m.tokens)});
+  for (int i = 0; i < MoeRouterMeasures::kBuckets; ++i) {
+    const double n = static_cast<double>(m.bucket_tokens[i]);
+    r.push_back({std::string("flip_rate.") + MoeRouterMeasures::bucket_name(i),
+                 n > 0 ? static_cast<double>(m.bucket_flips[i]) / n : nan, nan, false, 0.0,
+                 fmt::format("{} flips among the {} tokens whose reference margin is {}", m.bucket_flips[i],
+                             m.bucket_tokens[i], MoeRouterMeasures::bucket_name(i) + 6)});
+  }
+  return r;
+}
+
 std::vector<std::string> one(const std::string& v) { return {v}; }
 
 std::vector<CoverageAxis> coverage_axes() {
@@ -238,8 +278,9 @@ OpSpec spec() {
               {"seed", ParamKind::integer, "0", "RNG seed", true}};
   s.tensors = {{"logits", TensorRole::input, "[T,E] the router GEMM's output"},
                {"bias", TensorRole::input, "[E] f32 e_score_correction_bias (selection only)"},
-               {"topk_ids", TensorRole::output, "[T,k] the selected experts, slots in any order"},
-               {"topk_weights", TensorRole::output, "[T,k] slot j: the weight of expert topk_ids[j]"}};
+               {"topk_ids", TensorRole::output, "[T,k] i32: the selected experts, slots in any order", DType::i32},
+               {"topk_weights", TensorRole::output, "[T,k] slot j: the weight of expert topk_ids[j] (judged by the measures)",
+                std::nullopt, true}};
   s.coverage = coverage_axes();
   s.validate = validate;
   s.inputs = inputs;
@@ -248,6 +289,7 @@ OpSpec spec() {
   s.reference = reference;
   s.certify = certify;
   s.positions = [](const Case&) { return std::map<std::string, Positions>{}; };
+  s.measure = measure;
   s.flops = [](const Case& c) {   // a sigmoid (~4) and a bias add per score, k comparisons per expert
     return static_cast<double>(c.integer("T") * c.integer("E")) * (5.0 + static_cast<double>(c.integer("k")));
   };
