@@ -181,10 +181,10 @@ const RegisterMoeRouterRegimes register_moe_router_regimes;
 DG_REGISTER_SUITE(moe_router_smoke,
                   Suite{"moe-router-smoke", "small moe_router cases: every regime, config and dtype (seconds)",
                         {
-                            "moe_router(T=32,E=256,k=8,n_group=8,topk_group=4,regime=production,dtype=f32,seed=0)",
+                            "moe_router(T=32,E=160,k=8,regime=production,dtype=f32,seed=0)",
                             "moe_router(T=32,E=64,k=4,rsf=1.8,regime=near_ties,dtype=f32,seed=0)",
                             "moe_router(T=32,E=128,k=8,rsf=1,regime=exact_ties,dtype=f32,seed=0)",
-                            "moe_router(T=32,E=160,k=8,renorm=0,regime=bias_dominant,dtype=f32,seed=0)",
+                            "moe_router(T=32,E=256,k=8,n_group=8,topk_group=4,renorm=0,regime=bias_dominant,dtype=f32,seed=0)",
                             "moe_router(T=32,E=288,k=8,regime=saturated,dtype=bf16,seed=0)",
                         }});
 DG_REGISTER_SUITE(moe_router_gate,
