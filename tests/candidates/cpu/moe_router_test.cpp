@@ -8,6 +8,7 @@
 #include <string>
 
 #include "datasets/suites.h"
+#include "harness/report/report.h"
 #include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
@@ -45,6 +46,20 @@ TEST(MoeRouterCandidates, NearTiesFlipOnlyAtNarrowMarginsAndPass) {
     EXPECT_EQ(measure(r, "flip_rate.margin>=2^-12"), 0.0) << cand;
     EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand;
   }
+}
+
+// The ids are allocated in i32 whatever the candidate's output dtype (TensorSpec::dtype) and the
+// weights have no slot-wise tensor metrics (TensorSpec::measured_only): the row is its measures,
+// and verify's table prints them.
+TEST(MoeRouterCandidates, IdsAreI32AndTheRowIsItsMeasures) {
+  const CandidateInfo& info = require_candidate("moe_router_cpu_grouped_f32").info();
+  EXPECT_EQ(output_dtype("topk_ids", info), DType::i32);
+  EXPECT_EQ(output_dtype("topk_weights", info), DType::f32);
+  const Record r = verify_one("moe_router_cpu_grouped_f32", "moe_router(T=16,E=64,k=4,regime=production,dtype=f32,seed=0)");
+  EXPECT_EQ(r.disposition, Disposition::PASSED) << r.reason;
+  EXPECT_TRUE(r.outputs.empty());
+  EXPECT_EQ(r.measures.size(), 9u);
+  EXPECT_NE(drift_table({r}).find("flips_wide 0, ties 0, invalid_ids 0, weight_err "), std::string::npos) << drift_table({r});
 }
 
 TEST(MoeRouterCandidates, BadCasesAreRefused) {
