@@ -11,7 +11,7 @@
 //                                the k slots come out in increasing expert id, as an unsorted top-k
 //                                may leave them, and renorm sums them in that order
 // Both read the logits as f32 (exact for f32 and bf16 storage) and the f32 bias, and write the ids
-// (exact in any dtype) and the weights w = s / (sum + 1e-20f) * f32(rsf) (renorm), else s * f32(rsf).
+// (the harness allocates them in i32) and the weights w = s / (sum + 1e-20f) * f32(rsf) (renorm), else s * f32(rsf).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -19,7 +19,8 @@
 //   invalid_ids         tokens whose ids are not k distinct integers in [0, E) (limit 0)
 //   weight_err          max |w_c - w_r| / max(|w_r|, the format's least normal) over the tokens whose
 //                       set agrees, slots matched by expert id (a relative measure, judged against the
-//                       base's and the naive's, floor 16 u)
+//                       base's and the naive's, floor 16 u; and limit 4096 u: 12 bits in f32, the
+//                       policy's f32 floor, so verify fails a kernel whose weights are far off)
 //   set_agreement       fraction of tokens with exactly the reference's set (report only)
 //   flip_rate.margin<2^-20, <2^-16, <2^-12, >=2^-12
 //                       fraction of the tokens of each margin bucket whose set differs (report only)
