@@ -19,17 +19,7 @@ namespace {
 
 constexpr int64_t kCols = 8;   // output columns per block: one AVX-512 vector of the f64 tier's lanes
 
-// Rows [n0, n0 + nb) of w read as doubles into rows[l*K + k]; the first non-finite flat index of w
-// among them, or -1.
-int64_t read_rows(const Tensor& w, int64_t K, int64_t n0, int64_t nb, std::vector<double>& rows) {
-  rows.resize(static_cast<size_t>(nb * K));
-  w.read(n0 * K, rows);
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (!std::isfinite(rows[i])) return n0 * K + static_cast<int64_t>(i);
-  return -1;
-}
-
-// Output columns [n0, n0 + nb) of every row; rows holds their weights (read_rows).
+// Output columns [n0, n0 + nb) of every row; rows holds their weights (gemm_read_rows).
 template <class Real>
 void block(const GemmParams& p, const std::vector<double>& x, const std::vector<double>& b, int64_t n0, int64_t nb,
            const std::vector<double>& rows, std::vector<double>& wt, GemmReferenceResult& r, bool tails) {
@@ -80,7 +70,7 @@ GemmReferenceResult gemm(const GemmParams& p, const std::vector<double>& x, cons
     std::vector<double> rows, wt;
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t n0 = blk * kCols, nb = std::min(kCols, p.N - n0);
-      bad[static_cast<size_t>(blk)] = read_rows(w, p.K, n0, nb, rows);
+      bad[static_cast<size_t>(blk)] = gemm_read_rows(w, p.K, n0, nb, rows);
       if (bad[static_cast<size_t>(blk)] < 0) block<Real>(p, x, b, n0, nb, rows, wt, r, tails);
     }
   });
@@ -92,6 +82,14 @@ GemmReferenceResult gemm(const GemmParams& p, const std::vector<double>& x, cons
 }
 
 }  // namespace
+
+int64_t gemm_read_rows(const Tensor& w, int64_t K, int64_t n0, int64_t nb, std::vector<double>& rows) {
+  rows.resize(static_cast<size_t>(nb * K));
+  w.read(n0 * K, rows);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (!std::isfinite(rows[i])) return n0 * K + static_cast<int64_t>(i);
+  return -1;
+}
 
 GemmReferenceResult gemm_reference(Tier tier, const GemmParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
                                    bool tails) {

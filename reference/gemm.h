@@ -38,4 +38,8 @@ struct GemmReferenceResult {
 GemmReferenceResult gemm_reference(Tier tier, const GemmParams& p, const Tensor& x, const Tensor& w, const Tensor* bias,
                                    bool tails = false);
 
+// Rows [n0, n0 + nb) of a weight [N,K] read as doubles into rows[l*K + k]; the first non-finite flat
+// index of w among them, or -1 (gemm and gemm_fp8_block read their weights this way).
+int64_t gemm_read_rows(const Tensor& w, int64_t K, int64_t n0, int64_t nb, std::vector<double>& rows);
+
 }  // namespace dg

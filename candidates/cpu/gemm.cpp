@@ -15,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "candidates/cpu/gemm.h"
 #include "candidates/cpu/op_io.h"
 #include "harness/cases/registry.h"
 #include "harness/core/dtype.h"
@@ -66,21 +67,9 @@ void naive(const Case& c, const TensorMap& in, TensorMap& out) {
   store_row(y, 0, M * N, ys.data());
 }
 
-constexpr int64_t kCols = 32;   // output columns per block: two AVX-512 vectors of f32
-constexpr int64_t kRows = 4;    // rows per micro-kernel call: 8 independent FMA chains
-
-// acc[r][l] = sum_k x[r][k] wt[k][l] for R rows, one FMA chain per output in increasing k.
-template <int R> void micro(const float* x, int64_t K, const float* wt, float (&acc)[kRows][kCols]) {
-  for (int r = 0; r < R; ++r)
-    for (int64_t l = 0; l < kCols; ++l) acc[r][l] = 0.0f;
-  for (int64_t k = 0; k < K; ++k) {
-    const float* wk = wt + k * kCols;
-    for (int r = 0; r < R; ++r) {
-      const float a = x[r * K + k];
-      for (int64_t l = 0; l < kCols; ++l) acc[r][l] = std::fma(a, wk[l], acc[r][l]);
-    }
-  }
-}
+using gemm_cpu::kCols;
+using gemm_cpu::kRows;
+using gemm_cpu::micro;
 
 constexpr int64_t kLanes = 16;  // k-lanes of the decode path: one AVX-512 vector of f32
 
@@ -142,10 +131,10 @@ RunFn blocked(bool bf16) {
           const int64_t R = std::min(kRows, M - m0);
           const float* xm = o.x.data() + m0 * K;
           switch (R) {
-            case 4: micro<4>(xm, K, wt.data(), acc); break;
-            case 3: micro<3>(xm, K, wt.data(), acc); break;
-            case 2: micro<2>(xm, K, wt.data(), acc); break;
-            default: micro<1>(xm, K, wt.data(), acc); break;
+            case 4: micro<4>(xm, K, K, wt.data(), acc); break;
+            case 3: micro<3>(xm, K, K, wt.data(), acc); break;
+            case 2: micro<2>(xm, K, K, wt.data(), acc); break;
+            default: micro<1>(xm, K, K, wt.data(), acc); break;
           }
           for (int64_t r = 0; r < R; ++r)
             for (int64_t l = 0; l < nb; ++l)

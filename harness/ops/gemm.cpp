@@ -19,6 +19,30 @@
 
 namespace dg {
 
+void gemm_check_size(const char* op, int64_t M, int64_t N, int64_t K) {
+  checked_product(fmt::format("{}: M*K", op), {M, K});
+  checked_product(fmt::format("{}: N*K", op), {N, K});
+  checked_product(fmt::format("{}: M*N", op), {M, N});
+  const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (macs > kGemmMaxMacs)
+    throw InputError(fmt::format("{}: M*N*K = {:g} multiply-adds is over the limit of 2^34 = {:g} per case "
+                                 "(reference work); split the case",
+                                 op, macs, kGemmMaxMacs));
+}
+
+GemmSample gemm_certify_sample(int64_t M, int64_t N, double output_cost) {
+  const double row_cost = static_cast<double>(N) * output_cost;
+  GemmSample s;
+  s.rows = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / row_cost), 1, M);
+  s.cols = s.rows > 1 || row_cost <= kCertifyOps
+               ? N
+               : std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / output_cost), 1, N);
+  s.what = s.rows == M && s.cols == N ? "full case"
+           : s.cols == N              ? fmt::format("rows [0,{})", s.rows)
+                                      : fmt::format("row 0, columns [0,{})", s.cols);
+  return s;
+}
+
 GemmParams gemm_params(const Case& c) {
   GemmParams p;
   p.M = c.integer("M");
@@ -30,22 +54,10 @@ GemmParams gemm_params(const Case& c) {
 
 namespace {
 
-// The most multiply-adds one case may ask of the reference: 2^34, about 4 s of the f64 tier on 2
-// cores, 50 s of dd and 10 minutes of mpfr127 (reference/gemm.h; the lm_head at M = 16 is 2^33.2).
-constexpr double kMaxMacs = 17179869184.0;
-
 void validate(const Case& c) {
   for (const char* n : {"M", "N", "K"})
     if (c.integer(n) < 1) throw InputError(fmt::format("gemm: {} must be >= 1, got {}", n, c.integer(n)));
-  const int64_t M = c.integer("M"), N = c.integer("N"), K = c.integer("K");
-  checked_product("gemm: M*K", {M, K});
-  checked_product("gemm: N*K", {N, K});
-  checked_product("gemm: M*N", {M, N});
-  const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  if (macs > kMaxMacs)
-    throw InputError(fmt::format("gemm: M*N*K = {:g} multiply-adds is over the limit of 2^34 = {:g} per case "
-                                 "(reference work); split the case",
-                                 macs, kMaxMacs));
+  gemm_check_size("gemm", c.integer("M"), c.integer("N"), c.integer("K"));
 }
 
 std::map<std::string, InputSpec> inputs(const Case& c) {
@@ -73,17 +85,12 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   const std::optional<Tier> up = next_tier(tier);
   if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
   const GemmParams p = gemm_params(c);
-  const double row_cost = static_cast<double>(p.N) * static_cast<double>(p.K) * tier_cost(*up);
-  const int64_t rows = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / row_cost), 1, p.M);
-  const int64_t cols = rows > 1 || row_cost <= kCertifyOps
-                           ? p.N
-                           : std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (static_cast<double>(p.K) * tier_cost(*up))), 1, p.N);
+  const GemmSample smp = gemm_certify_sample(p.M, p.N, static_cast<double>(p.K) * tier_cost(*up));
+  const int64_t rows = smp.rows, cols = smp.cols;
   Certification cert;
   cert.tier = tier;
   cert.against = *up;
-  cert.sample = rows == p.M && cols == p.N ? "full case"
-                : cols == p.N              ? fmt::format("rows [0,{})", rows)
-                                           : fmt::format("row 0, columns [0,{})", cols);
+  cert.sample = smp.what;
   const GemmReferenceResult lo = run_part(c, in, tier, rows, cols, true), hi = run_part(c, in, *up, rows, cols, true);
   cert.ref_bits = agreement_bits(lo.y, hi.y, lo.y_tail, hi.y_tail);
   cert.ref_bits_max_elem = agreement_bits_max_elem(lo.y, hi.y, lo.y_tail, hi.y_tail);

@@ -183,6 +183,7 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "rope") shape = {{"T", "70"}, {"H", "2"}, {"D", "24"}, {"d_rope", "16"}};
     if (r->op == "gemm") shape = {{"M", "5"}, {"N", "24"}, {"K", "70"}};
     if (r->op == "moe_router") shape = {{"T", "70"}, {"E", "64"}, {"k", "4"}, {"n_group", "4"}, {"topk_group", "2"}};
+    if (r->op == "gemm_fp8_block") shape = {{"M", "5"}, {"N", "130"}, {"K", "256"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;
