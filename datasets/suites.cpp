@@ -64,8 +64,9 @@ DG_REGISTER_SUITE(layer_smoke,
 
 // layer-gate: one GLM-5.3-Flash decode step of a linear-attention layer at production shapes
 // (hidden 4096; 64 KDA heads of 128, conv width 4; MLA latent norms 1536 and 512; 288 experts of
-// intermediate 2048, top-8, one shared, SwiGLU clamped at 10, routed scaling 2.5), 16 tokens
-// decoded together: each op of the layer once, in the layer's order. f64 reference (the gemm rows
+// intermediate 2048, top-8 (about 4 tokens an expert), one shared, SwiGLU clamped at 10, routed
+// scaling 2.5; routed experts in FP8 with block scales, the shared expert in bf16), 16 tokens
+// decoded together: each op of the layer, in the layer's order. f64 reference (the gemm rows
 // need its Dot2 speed; the KDA state is f32 in every candidate). `gate --suite layer-gate` judges a
 // patch on the cases of its own op; `verify --suite layer-gate` runs every op's kernels.
 DG_REGISTER_SUITE(layer_gate,
@@ -79,9 +80,12 @@ DG_REGISTER_SUITE(layer_gate,
                             "add_rmsnorm(N=16,D=4096,regime=large_residual,dtype=bf16,seed=0)",
                             "rmsnorm(N=16,D=1536,regime=hidden,dtype=bf16,seed=0)",
                             "rmsnorm(N=16,D=512,regime=hidden,dtype=bf16,seed=0)",
+                            "moe_router(T=16,E=288,k=8,regime=production,dtype=f32,seed=0)",
                             "gemm(M=16,N=4096,K=4096,regime=activations,dtype=bf16,seed=0)",
+                            "gemm_fp8_block(M=4,N=4096,K=4096,regime=production,dtype=e4m3,seed=0)",
                             "swiglu(N=144,I=2048,regime=clamp_edge,dtype=bf16,seed=0)",
                             "gemm(M=16,N=4096,K=2048,regime=activations,dtype=bf16,seed=0)",
+                            "gemm_fp8_block(M=4,N=4096,K=2048,regime=production,dtype=e4m3,seed=0)",
                             "swiglu(N=16,I=12288,regime=expert,dtype=bf16,seed=0)",
                             "rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)",
                         },
