@@ -21,6 +21,7 @@ constexpr std::string_view kSuiteOrder[] = {
     "kda-gate",
     "kda-gate-long",
     "layer-smoke",
+    "layer-gate",
     "kda-decode-gate",
     "kda-decode-gpu",
     "kda-selftest",
@@ -60,6 +61,35 @@ DG_REGISTER_SUITE(layer_smoke,
                             "kda_decode_fused(T=64,B=2,H=2,K=64,V=64,regime=glm_safe_gate,dtype=bf16,seed=0)",
                             "kda_decode_fused(T=256,H=1,K=128,V=128,regime=long_memory,dtype=bf16,seed=0)",
                         }});
+
+// layer-gate: one GLM-5.3-Flash decode step of a linear-attention layer at production shapes
+// (hidden 4096; 64 KDA heads of 128, conv width 4; MLA latent norms 1536 and 512; 288 experts of
+// intermediate 2048, top-8 (about 4 tokens an expert), one shared, SwiGLU clamped at 10, routed
+// scaling 2.5; routed experts in FP8 with block scales, the shared expert in bf16), 16 tokens
+// decoded together: each op of the layer, in the layer's order. f64 reference (the gemm rows
+// need its Dot2 speed; the KDA state is f32 in every candidate). `gate --suite layer-gate` judges a
+// patch on the cases of its own op; `verify --suite layer-gate` runs every op's kernels.
+DG_REGISTER_SUITE(layer_gate,
+                  Suite{"layer-gate",
+                        "one GLM-5.3-Flash decode step at production shapes, every op of the layer, 16 tokens (f64 reference)",
+                        {
+                            "add_rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)",
+                            "gemm(M=16,N=8192,K=4096,regime=activations,dtype=bf16,seed=0)",
+                            "kda_decode_fused(T=4,B=16,H=64,K=128,V=128,layout=vfirst,regime=glm_safe_gate,dtype=bf16,seed=0)",
+                            "gemm(M=16,N=4096,K=8192,regime=activations,dtype=bf16,seed=0)",
+                            "add_rmsnorm(N=16,D=4096,regime=large_residual,dtype=bf16,seed=0)",
+                            "rmsnorm(N=16,D=1536,regime=hidden,dtype=bf16,seed=0)",
+                            "rmsnorm(N=16,D=512,regime=hidden,dtype=bf16,seed=0)",
+                            "moe_router(T=16,E=288,k=8,regime=production,dtype=f32,seed=0)",
+                            "gemm(M=16,N=4096,K=4096,regime=activations,dtype=bf16,seed=0)",
+                            "gemm_fp8_block(M=4,N=4096,K=4096,regime=production,dtype=e4m3,seed=0)",
+                            "swiglu(N=144,I=2048,regime=clamp_edge,dtype=bf16,seed=0)",
+                            "gemm(M=16,N=4096,K=2048,regime=activations,dtype=bf16,seed=0)",
+                            "gemm_fp8_block(M=4,N=4096,K=2048,regime=production,dtype=e4m3,seed=0)",
+                            "swiglu(N=16,I=12288,regime=expert,dtype=bf16,seed=0)",
+                            "rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)",
+                        },
+                        "f64"});
 
 // kda-decode-gpu: the production decode shape (H=32 heads of K = V = 128, V-first state pools) at
 // B = 1, 8, 64 and 256 sequences, 8 steps each, plain and fused, and the plain step on K-first

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with a CUDA device (an H200 or H100), build driftgate with its CUDA
 # candidates, run the CUDA unit tests, `driftgate selftest`, `verify` of the CUDA candidates on
-# kda-smoke, kda-regimes and layer-smoke (beside the CPU candidates of the same algorithms), the
+# kda-smoke, kda-regimes and layer-smoke (beside the CPU candidates of the same algorithms), of the
+# layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm) on their smoke suites, the
 # gate of the decode kernel against the CPU decode, and the bench of the decode kernels at B = 1, 8,
 # 64, 256 sequences (H=32, K=V=128), and the decode kernel's bandwidth target: at least 70% of the
 # device's peak at B >= 64 (scripts/hbm-target.awk). First, the sandbox diagnosis (below); then the
@@ -11,7 +12,8 @@
 #   scripts/gpu-check.sh [--out DIR] [--prebuilt DIR] [--budget SECONDS] [--steps LIST]
 #
 # --steps: a comma list of the steps to run (cuda-tests, bench-decode, verify-smoke, verify-layer,
-# verify-regimes, gate-decode, selftest; default all); the sandbox diagnosis always runs.
+# verify-layer-ops, verify-regimes, gate-decode, selftest; default all); the sandbox diagnosis always
+# runs.
 # --prebuilt DIR uses binaries made by scripts/gpu-bundle.sh (DIR/bin, DIR/lib) instead of building:
 # for a GPU machine that has CUDA but not driftgate's Debian dependencies.
 # --budget: the seconds the steps after the build may take, all together (default 480: 8 minutes);
@@ -160,7 +162,8 @@ if ! sed -n 2p "$out/sandbox-matrix.txt" | grep -q '| PASSED |'; then
 fi
 
 # The GPU steps first, so the budget reaches them; selftest (CPU canaries) last.
-step cuda-tests "$out/cuda-tests.log" bash -c "'$tests/cuda_device_test' && '$tests/cuda_kda_test'"
+step cuda-tests "$out/cuda-tests.log" bash -c \
+  "'$tests/cuda_device_test' && '$tests/cuda_kda_test' && '$tests/cuda_layer_ops_test'"
 step bench-decode "$out/bench-decode.log" "$dg" bench --suite kda-decode-gpu --max-time 4 \
   --candidate kda_decode_cuda_f32state,kda_decode_cuda_f32state_fused --json "$out/bench-decode.json"
 if [ -f "$out/bench-decode.log" ]; then
@@ -176,6 +179,23 @@ ran_on_device verify-smoke "$out/verify-smoke.json"
 step verify-layer "$out/verify-layer.log" "$dg" verify --suite layer-smoke --certify \
   --candidate kda_decode_cuda_f32state_fused,kda_decode_fused_cpu_f32 --json "$out/verify-layer.json"
 ran_on_device verify-layer "$out/verify-layer.json"
+# The layer ops' CUDA candidates beside the CPU candidates of the same arithmetic, one verify per
+# suite (verify takes one suite), every suite run even when one fails; every JSON is checked for a
+# CUDA row that did not run.
+layer_ops=("rmsnorm-smoke rmsnorm_cuda_bf16,rmsnorm_cpu_blocked_bf16"
+           "add-rmsnorm-smoke add_rmsnorm_cuda_bf16,add_rmsnorm_cpu_blocked_bf16"
+           "swiglu-smoke swiglu_cuda_bf16,swiglu_cpu_fused_bf16"
+           "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16")
+layer_ops_cmd="rc=0; "
+for pair in "${layer_ops[@]}"; do
+  read -r suite cands <<<"$pair"
+  layer_ops_cmd+="'$dg' verify --suite $suite --certify --candidate $cands --json '$out/verify-$suite.json' || rc=1; "
+done
+step verify-layer-ops "$out/verify-layer-ops.log" bash -c "${layer_ops_cmd}exit \$rc"
+for pair in "${layer_ops[@]}"; do
+  read -r suite _ <<<"$pair"
+  ran_on_device verify-layer-ops "$out/verify-$suite.json"
+done
 step verify-regimes "$out/verify-regimes.log" "$dg" verify --suite kda-regimes \
   --candidate kda_cuda_chunk_bf16,kda_cpu_chunk_bf16 --json "$out/verify-regimes.json"
 ran_on_device verify-regimes "$out/verify-regimes.json"

@@ -13,7 +13,7 @@ packages=(
   python3-venv python3-torch
   libssl-dev libxml2-utils
   clang libclang-rt-14-dev
-  libopenblas-serial-dev
+  libopenblas-serial-dev libdnnl-dev
 )
 
 missing=()

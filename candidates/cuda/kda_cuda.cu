@@ -1,180 +1,33 @@
-// CUDA KDA candidates (kda_cuda.h): device memory, GPU timing, and three kernels.
-//
-// Device memory. register_cuda_device_ops() installs DeviceOps for Device::cuda: cudaMalloc'd
-// storage, copies through one pinned staging buffer (host pages are copied into it and DMA'd from
-// it, the path that reaches full PCIe bandwidth). Allocation asks cuda_status() first and throws
-// NotSupported with its reason when there is no device, so a row says "no CUDA device" and never
-// crashes. Every CUDA call is checked (DG_CUDA), and every launch right after it (DG_LAUNCHED).
-//
-// Timing (harness/timing/device_timing.h). Inside a DeviceTimingScope each launch: persisting L2 lines
-// reset, L2 flushed by reading a buffer twice its size (a read, not a memset: a memset would leave
-// L2 full of dirty lines, and the kernel would pay for their write-back), device synchronised; a
-// 100 us guard spin on the candidate's stream (a blocking stream), so the launch is enqueued before
-// the GPU reaches it, which also measures the SM clock just before the start (its cycles over the
-// global timer); the start event, the kernel, the end event on the legacy default stream, which
-// waits for every blocking stream (not for a non-blocking one; the kernels here use only the
-// timer's stream). Wall time is the host's, less the guard spin's device time. A
-// launch whose clock was below 90% of the fastest seen is measured again (up to three times) from
-// the in-out buffers it started from (saved before the first attempt), and counted as throttled;
-// one still below after three is kept and counted in low_clock. The device's memory bandwidth
-// comes from its attributes (2 x memory clock x bus width; an H200 reads 4.8 TB/s).
+// CUDA KDA candidates (kda_cuda.h): three kernels, and the device memory registration. Device
+// memory, inputs, outputs and the timed launch are cuda_rt.h's, shared by every CUDA candidate.
 //
 // Numerics: compiled with --fmad=false and -ffp-contract=off like the CPU code, so every fused
 // multiply-add below is an explicit fmaf; expf/log1pf are the accurate CUDA versions (no fast math).
 //
 // Emulation: with DG_CUDA_EMULATE this file compiles as host C++ against candidates/cuda/emu/
 // cuda_emu.h (kernels as fibers, device memory on the host), so tests run its kernels and host code
-// on machines without a GPU; DG_LAUNCH is the one spelling of a launch for both.
+// on machines without a GPU; DG_LAUNCH (cuda_rt.h) is the one spelling of a launch for both.
 #include "candidates/cuda/kda_cuda.h"
 
-#ifdef DG_CUDA_EMULATE
-#include "candidates/cuda/emu/cuda_emu.h"
-#define DG_LAUNCH(kernel, grid, block, stream, ...) ::dg::cuda_emu::launch(kernel, grid, block, stream, __VA_ARGS__)
-#else
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#define DG_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
-#endif
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "candidates/cpu/kda_cpu.h"
+#include "candidates/cuda/cuda_rt.h"
 #include "candidates/cuda/device.h"
-#include "harness/timing/device_timing.h"
 #include "harness/ops/kda.h"
 #include "harness/cases/registry.h"
 #include "reference/kda_params.h"
 
 namespace dg {
 namespace {
+using namespace cu;
+using cu::round_bf16;   // the device one (dtype.h has a host one of the same name in dg)
 
-// --- errors ----------------------------------------------------------------------------------------
-void check(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();   // clear a non-sticky error so the next call starts clean
-  throw std::runtime_error(std::string("CUDA: ") + what + " failed at " + file + ":" + std::to_string(line) + ": " +
-                           cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-#define DG_CUDA(expr) check((expr), #expr, __FILE__, __LINE__)
-#define DG_LAUNCHED(name) check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
-
-const CudaStatus& device_status() {
-  static const CudaStatus s = cuda_status();
-  return s;
-}
-void require_device() {
-  if (!device_status().available) throw NotSupported(device_status().reason);
-}
-
-// --- device memory -----------------------------------------------------------------------------------
-constexpr size_t kStagingBytes = size_t{16} << 20;
-
-struct Staging {
-  std::mutex m;
-  void* p = nullptr;   // pinned; never freed (the process's exit releases it after the runtime)
-};
-Staging& staging() {
-  static Staging s;
-  return s;
-}
-
-void* device_alloc(size_t bytes) {
-  require_device();
-  void* p = nullptr;
-  DG_CUDA(cudaMalloc(&p, bytes));
-  return p;
-}
-void device_zero(void* p, size_t bytes) { DG_CUDA(cudaMemset(p, 0, bytes)); }
-void device_free(void* p) { cudaFree(p); }
-void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
-  if (bytes == 0) return;
-  if (dst_dev == Device::cuda && src_dev == Device::cuda) {
-    DG_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
-    return;
-  }
-  Staging& s = staging();
-  std::lock_guard<std::mutex> lock(s.m);
-  if (!s.p) DG_CUDA(cudaMallocHost(&s.p, kStagingBytes));
-  auto* d = static_cast<std::byte*>(dst);
-  const auto* r = static_cast<const std::byte*>(src);
-  for (size_t off = 0; off < bytes; off += kStagingBytes) {
-    const size_t n = std::min(kStagingBytes, bytes - off);
-    if (dst_dev == Device::cuda) {
-      std::memcpy(s.p, r + off, n);
-      DG_CUDA(cudaMemcpy(d + off, s.p, n, cudaMemcpyHostToDevice));
-    } else {
-      DG_CUDA(cudaMemcpy(s.p, r + off, n, cudaMemcpyDeviceToHost));
-      std::memcpy(d + off, s.p, n);
-    }
-  }
-}
-
-// Scratch buffers of one thread's calls, by name, grown as needed and kept between calls.
-class Scratch {
- public:
-  void* get(const std::string& name, size_t bytes) {
-    Buf& b = bufs_[name];
-    if (b.bytes < bytes) {
-      b.t = Tensor(DType::f32, {static_cast<int64_t>((bytes + 3) / 4)}, Device::cuda);
-      b.bytes = bytes;
-    }
-    return b.t.bytes();
-  }
-
- private:
-  struct Buf {
-    Tensor t;
-    size_t bytes = 0;
-  };
-  std::map<std::string, Buf> bufs_;
-};
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-// A device pointer to tensor `t` in dtype `want`: device tensors of that dtype as they are, anything
-// else converted on the host (one rounding) and uploaded into scratch buffer `name`.
-const void* device_input(const Tensor& t, DType want, const std::string& name) {
-  if (t.device() == Device::cuda && t.dtype() == want) return t.bytes();
-  Tensor h = t.device() == Device::cuda ? t.to(Device::host) : t;
-  if (h.dtype() != want) h = convert(h, want);
-  void* d = scratch().get(name, std::max<size_t>(h.nbytes(), 4));
-  device_copy(d, Device::cuda, h.bytes(), Device::host, h.nbytes());
-  return d;
-}
-// Tensor `name` of `m`, holding `numel` elements (the kernels index it by the case's shape).
-template <class Map>
-auto& need(Map& m, const char* name, const char* op, int64_t numel) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
-  if (it->second.numel() != numel)
-    throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' has shape " + it->second.shape_str() + " (" +
-                                std::to_string(it->second.numel()) + " elements); the case needs " +
-                                std::to_string(numel));
-  return it->second;
-}
-const Tensor& need(const TensorMap& m, const char* name, const char* op) {
-  auto it = m.find(name);
-  if (it == m.end()) throw std::invalid_argument(std::string(op) + ": tensor '" + name + "' is missing");
-  return it->second;
-}
-
-// Input `name` of `in` (numel elements) on the device as bf16 (the kernels' activations) or f32
-// (weights, states).
-const __nv_bfloat16* bf16_input(const TensorMap& in, const char* name, const char* op, int64_t numel) {
-  return static_cast<const __nv_bfloat16*>(device_input(need(in, name, op, numel), DType::bf16, name));
-}
-const float* f32_input(const TensorMap& in, const char* name, const char* op, int64_t numel) {
-  return static_cast<const float*>(device_input(need(in, name, op, numel), DType::f32, name));
-}
+// --- inputs --------------------------------------------------------------------------------------
 // A_log [HV] and dt_bias [HV*K] of the in-op gate modes (null when the case's gate does not read
 // them; dt_bias is optional).
 void gate_inputs(const KdaParams& p, const TensorMap& in, const char* op, const float*& A_log, const float*& dt_bias) {
@@ -184,182 +37,9 @@ void gate_inputs(const KdaParams& p, const TensorMap& in, const char* op, const 
   if (in.count("dt_bias")) dt_bias = f32_input(in, "dt_bias", op, p.HV * p.K);
 }
 
-// f32 device results -> output tensor `t` (host or device, any float dtype; one rounding).
-void store_output(const float* dev, Tensor& t) {
-  Tensor h(DType::f32, t.shape());
-  device_copy(h.bytes(), Device::host, dev, Device::cuda, h.nbytes());
-  Tensor c = t.dtype() == DType::f32 ? h : convert(h, t.dtype());
-  if (t.device() == Device::host) std::memcpy(t.bytes(), c.bytes(), c.nbytes());
-  else device_copy(t.bytes(), t.device(), c.bytes(), Device::host, c.nbytes());
-}
-
-// An in-out f32 pool as a device pointer: device pools in place; a host pool is uploaded into
-// scratch here and copied back by write_back() after the launch.
-struct InOut {
-  Tensor* t = nullptr;
-  float* dev = nullptr;
-  bool staged = false;
-  void write_back() const {
-    if (staged) device_copy(t->bytes(), Device::host, dev, Device::cuda, t->nbytes());
-  }
-};
-InOut in_out(Tensor& t, const std::string& name, const char* op) {
-  if (t.dtype() != DType::f32) throw std::invalid_argument(std::string(op) + ": pool '" + name + "' must be f32");
-  if (t.device() == Device::cuda) return {&t, t.data<float>(), false};
-  auto* d = static_cast<float*>(scratch().get(name, t.nbytes()));
-  device_copy(d, Device::cuda, t.bytes(), Device::host, t.nbytes());
-  return {&t, d, true};
-}
-
-// --- timing --------------------------------------------------------------------------------------
-// Spins `cycles` SM clocks and writes the wall time it took, read from the global timer inside the
-// kernel (so launch latency does not enter the clock measurement).
-__device__ __forceinline__ unsigned long long global_timer() {
-#ifdef DG_CUDA_EMULATE
-  return globaltimer_ns();
-#else
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-#endif
-}
-__global__ void spin_kernel(long long cycles, unsigned long long* ns) {
-  const unsigned long long g0 = global_timer();
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-  const unsigned long long g1 = global_timer();
-  if (ns) *ns = g1 - g0;
-}
-
-// Reads every 16 bytes of buf: afterwards L2 holds clean lines of buf only. The xor reaches *sink
-// only if it equals `key`, which the zeroed buffer never gives, so the loads stay.
-__global__ void flush_kernel(const int4* buf, int64_t n, int key, int* sink) {
-  int acc = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int4 v = buf[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == key) *sink = acc;
-}
-// The guard spin: 100 us at 2 GHz, long enough that the global timer's tick (up to 1 us) moves the
-// clock it measures by 1% at most.
-constexpr int kGuardCycles = 200000;
-
-struct Timer {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t pre = nullptr, start = nullptr, stop = nullptr;
-  void* flush = nullptr;
-  size_t flush_bytes = 0;
-  unsigned flush_blocks = 0;
-  double peak_gbs = 0, max_mhz = 0;
-};
-Timer& timer() {
-  thread_local Timer t;
-  if (!t.stream) {
-    require_device();
-    DG_CUDA(cudaStreamCreate(&t.stream));   // blocking: the legacy default stream waits for it
-    DG_CUDA(cudaEventCreate(&t.pre));
-    DG_CUDA(cudaEventCreate(&t.start));
-    DG_CUDA(cudaEventCreate(&t.stop));
-    int dev = 0, l2 = 0, mem_khz = 0, bus_bits = 0, sms = 0;
-    DG_CUDA(cudaGetDevice(&dev));
-    DG_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    DG_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    DG_CUDA(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev));
-    DG_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
-    t.peak_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9;
-    t.flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t{1} << 20) / 16 * 16;
-    t.flush_blocks = static_cast<unsigned>(std::max(1, 2 * sms));
-    DG_CUDA(cudaMalloc(&t.flush, t.flush_bytes));
-    DG_CUDA(cudaMemset(t.flush, 0, t.flush_bytes));
-  }
-  return t;
-}
-
-struct Region {
-  void* p;
-  size_t bytes;
-};
-
-// Runs launch(stream) once; timed as described at the top when a DeviceTimingScope is open.
-// `inout`: device memory the kernel updates in place (restored before a re-measured attempt).
-template <class Launch>
-void run_launch(Launch&& launch, std::initializer_list<Region> inout = {}) {
-  Timer& t = timer();
-  DeviceCall* call = active_device_timing();
-  if (!call) {
-    launch(t.stream);
-    DG_CUDA(cudaStreamSynchronize(t.stream));
-    return;
-  }
-  std::vector<void*> saved;   // the in-out state before the first attempt (scratch, kept between calls)
-  for (const Region& r : inout) {
-    saved.push_back(r.bytes ? scratch().get("saved" + std::to_string(saved.size()), r.bytes) : nullptr);
-    if (r.bytes) DG_CUDA(cudaMemcpy(saved.back(), r.p, r.bytes, cudaMemcpyDeviceToDevice));
-  }
-  int* sink = static_cast<int*>(scratch().get("flush_sink", sizeof(int)));
-  auto* guard_ns = static_cast<unsigned long long*>(scratch().get("guard_ns", sizeof(unsigned long long)));
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 0) {
-      size_t i = 0;
-      for (const Region& r : inout) {
-        if (r.bytes) DG_CUDA(cudaMemcpy(r.p, saved[i], r.bytes, cudaMemcpyDeviceToDevice));
-        ++i;
-      }
-    }
-    DG_CUDA(cudaCtxResetPersistingL2Cache());
-    DG_LAUNCH(flush_kernel, t.flush_blocks, 256, t.stream, static_cast<const int4*>(t.flush),
-              static_cast<int64_t>(t.flush_bytes / 16), 1, sink);
-    DG_LAUNCHED("flush_kernel");
-    DG_CUDA(cudaDeviceSynchronize());
-    // A short spin ahead of the start event keeps the stream busy while the host enqueues the
-    // launch, so the launch API's latency is not counted as device time. The wall time runs from
-    // before the spin to the end of the synchronisation, less the spin's device time (pre ->
-    // start): what a caller of the launch waits for, without the spin.
-    const auto w0 = std::chrono::steady_clock::now();
-    DG_CUDA(cudaEventRecord(t.pre, t.stream));
-    DG_LAUNCH(spin_kernel, 1, 1, t.stream, static_cast<long long>(kGuardCycles), guard_ns);
-    DG_LAUNCHED("spin_kernel");
-    DG_CUDA(cudaEventRecord(t.start, t.stream));
-    launch(t.stream);
-    DG_CUDA(cudaEventRecord(t.stop, cudaStreamLegacy));
-    DG_CUDA(cudaEventSynchronize(t.stop));
-    DG_CUDA(cudaDeviceSynchronize());
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-    float ms = 0, spin_ms = 0;
-    DG_CUDA(cudaEventElapsedTime(&ms, t.start, t.stop));
-    DG_CUDA(cudaEventElapsedTime(&spin_ms, t.pre, t.start));
-    const double wall = std::max(total - static_cast<double>(spin_ms) * 1e-3, static_cast<double>(ms) * 1e-3);
-    unsigned long long ns = 0;
-    DG_CUDA(cudaMemcpy(&ns, guard_ns, sizeof ns, cudaMemcpyDeviceToHost));
-    const double mhz = ns > 0 ? kGuardCycles / (static_cast<double>(ns) * 1e-3) : 0.0;
-    t.max_mhz = std::max(t.max_mhz, mhz);
-    if (mhz < 0.9 * t.max_mhz) {
-      if (attempt < 3) {
-        ++call->throttled;
-        continue;
-      }
-      ++call->low_clock;
-    }
-    call->device_s += static_cast<double>(ms) * 1e-3;
-    call->launch_wall_s += wall;
-    ++call->launches;
-    call->clock_mhz = mhz;
-    call->peak_gbs = t.peak_gbs;
-    call->device = device_status().device;
-    return;
-  }
-}
-
 // --- shared device code ----------------------------------------------------------------------------
-constexpr int kWarp = 32;
 constexpr int kMaxKPerLane = 8;   // K <= 256
 
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 // The decay exp(g) of a decode step, rounded to f32 from CUDA's double exp (within 1 ulp of double):
@@ -369,20 +49,6 @@ __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : lo
 // kernels' ht lost 2 bits against the CPU over 64 long_memory steps (19.7 against 21.7 bits). One
 // double exp per channel per step costs nothing next to the state's read and write.
 __device__ __forceinline__ float decay_of(float g) { return static_cast<float>(exp(static_cast<double>(g))); }
-__device__ __forceinline__ float bf(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-// Sum of x over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ float block_sum(float x, float* red) {
-  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, nw = blockDim.x / kWarp;
-  x = warp_sum(x);
-  __syncthreads();
-  if (lane == 0) red[w] = x;
-  __syncthreads();
-  float s = 0;
-  for (int i = 0; i < nw; ++i) s += red[i];
-  return s;
-}
 
 struct GateArgs {
   int gate;        // KdaGate

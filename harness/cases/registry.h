@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ struct TensorSpec {
   std::string name;
   TensorRole role;
   std::string doc;
+  // An output whose dtype the op fixes whatever the candidate's output dtype (a router's expert ids: i32).
+  std::optional<DType> dtype = std::nullopt;
+  // An output with no tensor metrics, judged by the op's measures only (OpSpec::measure): the weights
+  // of a set, whose slots a candidate may order freely and the measures match by id.
+  bool measured_only = false;
 };
 
 class Candidate;
@@ -153,10 +159,21 @@ struct CandidateInfo {
   Storage storage() const { return {input_dtype, state_dtype, output_dtype}; }
 };
 
-// The dtype the harness allocates a candidate's output tensor in: its state dtype for states ("ht",
-// and the in-out "state" pool of decode steps), its output dtype for everything else.
+// The dtype the harness allocates a candidate's output tensor in: the one its op fixes for it
+// (TensorSpec::dtype), else its state dtype for states ("ht", and the in-out "state" pool of decode
+// steps), its output dtype for everything else.
 inline DType output_dtype(const std::string& name, const CandidateInfo& info) {
+  if (const OpSpec* op = find_op(info.op))
+    for (const TensorSpec& t : op->tensors)
+      if (t.name == name && t.dtype) return *t.dtype;
   return (name == "ht" || name == "state") ? info.state_dtype : info.output_dtype;
+}
+
+// True when the op judges output `name` by its measures only (TensorSpec::measured_only).
+inline bool measured_only(const OpSpec& op, const std::string& name) {
+  for (const TensorSpec& t : op.tensors)
+    if (t.name == name) return t.measured_only;
+  return false;
 }
 
 // Where an op's driver keeps a candidate's in-out pools (decode states, conv states) between the

@@ -158,6 +158,18 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
     throw InputError(fmt::format("base {} implements {}, patch {} implements {}", base.name(), base.info().op,
                                  patch.name(), patch.info().op));
   std::vector<Case> cases = resolve_cases(g.suite, g.cases, "gate");
+  // A suite that mixes ops (layer-gate) gives the patch the cases of its own op; a --case of another
+  // op is a mistake.
+  if (!g.suite.empty() && g.cases.empty()) {
+    const size_t all = cases.size();
+    std::erase_if(cases, [&](const Case& c) { return c.op() != base.info().op; });
+    if (cases.empty())
+      throw InputError(fmt::format("gate: suite {} has no case of op {} ({} implements it)", g.suite, base.info().op,
+                                   patch.name()));
+    if (cases.size() < all)
+      std::cerr << fmt::format("gate: suite {}: the {} cases of op {}; its {} cases of other ops are for their own kernels\n",
+                               g.suite, cases.size(), base.info().op, all - cases.size());
+  }
   for (const Case& c : cases)
     if (c.op() != base.info().op)
       throw InputError(fmt::format("case {} is not of op {}", c.str(), base.info().op));

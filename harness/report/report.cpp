@@ -212,6 +212,11 @@ std::string drift_table(const std::vector<Record>& records) {
     else
       s += fmt::format("  {:<{}} {:>6} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8.3f}  {}\n", r.candidate, w, "-", "-", "-", "-",
                        "-", ref_bits, r.seconds, verdict);
+    if (!o && !r.measures.empty()) {   // an op judged by its measures alone (a set): they are its row
+      std::string line;
+      for (const OpMeasure& m : r.measures) line += fmt::format("{}{} {:.3g}", line.empty() ? "" : ", ", m.name, m.value);
+      s += "      " + line + "\n";
+    }
     if (!r.reason.empty() && r.disposition != Disposition::SKIPPED) s += "      " + r.reason + "\n";
   }
   bool uncertified = false;

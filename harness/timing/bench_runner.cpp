@@ -69,33 +69,53 @@ void rotate_copy(const Tensor& src, Tensor& dst, int64_t k) {
   }
 }
 
-// The same rotation by one, in place (the tensor keeps its address).
-void rotate_by_one(Tensor& t, std::vector<std::byte>& tmp) {
-  const size_t row = row_bytes(t), slice = row * static_cast<size_t>(t.dim(1));
-  tmp.resize(row);
+// The same rotation by m, in place (the tensor keeps its address).
+void rotate_in_place(Tensor& t, int64_t m, std::vector<std::byte>& tmp) {
+  const int64_t D = t.dim(1);
+  m %= D;
+  if (m == 0) return;
+  const size_t row = row_bytes(t), slice = row * static_cast<size_t>(D), head = row * static_cast<size_t>(m);
+  tmp.resize(head);
   for (int64_t i0 = 0; i0 < t.dim(0); ++i0) {
     std::byte* s = t.bytes() + static_cast<size_t>(i0) * slice;
-    std::memcpy(tmp.data(), s, row);
-    std::memmove(s, s + row, slice - row);
-    std::memcpy(s + (slice - row), tmp.data(), row);
+    std::memcpy(tmp.data(), s, head);
+    std::memmove(s, s + head, slice - head);
+    std::memcpy(s + (slice - head), tmp.data(), head);
   }
 }
 
-// After how many rotations by one the inputs repeat: the lcm of the rotated axes (capped).
+// Each rotatable input moves at its own pace: the j-th (in name order) by j + 1 rows per visit. One
+// pace for all would leave a contraction invariant: gemm's x [M,K] and w [N,K] rotated together
+// along K give the same sums in another order, which a bf16 output rounds to the same bits (a false
+// "result replay" of an honest kernel).
+std::map<std::string, int64_t> rotation_steps(const TensorMap& in) {
+  std::map<std::string, int64_t> steps;
+  int64_t j = 0;
+  for (const auto& [name, t] : in)
+    if (rotatable(t)) steps[name] = ++j;
+  return steps;
+}
+
+// After how many visits the inputs repeat: the lcm over the rotated tensors of D / gcd(step, D)
+// (capped).
 int64_t rotation_period(const TensorMap& in) {
   int64_t p = 1;
-  for (const auto& [_, t] : in)
-    if (rotatable(t)) p = std::min(kMaxPeriod, std::lcm(p, t.dim(1)));
+  for (const auto& [name, step] : rotation_steps(in)) {
+    const int64_t D = in.at(name).dim(1);
+    p = std::min(kMaxPeriod, std::lcm(p, D / std::gcd(step, D)));
+  }
   return p;
 }
 
-// A fresh copy of `in` rotated by k (every rotatable tensor; the others copied as they are).
+// A fresh copy of `in` as it is k visits on (every rotatable tensor by k times its step; the others
+// copied as they are).
 TensorMap rotated(const TensorMap& in, int64_t k) {
+  const std::map<std::string, int64_t> steps = rotation_steps(in);
   TensorMap out;
   for (const auto& [name, t] : in) {
     Tensor copy(t.dtype(), t.shape());
-    if (rotatable(t))
-      rotate_copy(t, copy, k);
+    if (auto it = steps.find(name); it != steps.end())
+      rotate_copy(t, copy, (k % t.dim(1)) * it->second);
     else if (t.nbytes())
       std::memcpy(copy.bytes(), t.bytes(), t.nbytes());
     out[name] = std::move(copy);
@@ -437,15 +457,14 @@ class Runner {
     log_.push_back(std::move(r));
   }
 
-  // The slot's contents at its next visit: rotated by one more, or regenerated where the call wrote
+  // The slot's contents at its next visit: rotated by one more step, or regenerated where the call wrote
   // to them; then hashed.
   void move_slot_on(Slot& slot, bool written) {
     ++slot.visits;
     if (written) {
       regenerate_slot(slot);
     } else {
-      for (auto& [_, t] : slot.in)
-        if (rotatable(t)) rotate_by_one(t, tmp_);
+      for (const auto& [name, step] : rotation_steps(slot.in)) rotate_in_place(slot.in.at(name), step, tmp_);
     }
     slot.content = hash_inputs(slot.in);
   }

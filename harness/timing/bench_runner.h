@@ -23,11 +23,12 @@
 // Fresh inputs. `input_sets` slots of inputs are prepared up front, each in its own allocations, and
 // calls take them round robin (one counter over all candidates), so consecutive calls never share a
 // buffer. A few slots hold generate_inputs of the case with derived seeds (c.with("seed", ...)); the
-// others are copies of those rotated along axis 1. After every call (untimed) its slot is rotated by
-// one more index along axis 1 within each index of axis 0 (every float input of rank >= 2: a cyclic
-// shift of the tokens of [B,T,...] tensors, of the heads of h0), so a slot does not show the same
-// contents twice at its address until the rotation comes round (T visits for KDA). The values stay
-// draws of the same regime. Seeds differ per call of time_candidates in a process, so a
+// others are copies of those rotated along axis 1. After every call (untimed) its slot is rotated
+// along axis 1 within each index of axis 0 (every float input of rank >= 2: a cyclic shift of the
+// tokens of [B,T,...] tensors, of the heads of h0), the j-th such input in name order by j + 1
+// indices (inputs moved together could leave the result unchanged: gemm's x and w along K), so a
+// slot does not show the same contents twice at its address until the rotation comes round (T
+// visits for KDA). The values stay draws of the same regime. Seeds differ per call of time_candidates in a process, so a
 // content-keyed cache cannot carry results from one benchmark run (or from verify) into the next.
 // Each slot's contents are hashed after it moves on (not just before a call, which would warm the
 // cache); the hash identifies what every call saw.

@@ -1,6 +1,6 @@
 // The optional f128 tier: GCC's __float128 (IEEE binary128, 113-bit significand, software
 // arithmetic, one rounding per operation) with glibc's _Float128 functions from libm (sqrtf128,
-// expf128, log1pf128: no libquadmath needed). A cross-check between dd (106 bits) and mpfr127;
+// expf128, log1pf128, logf128, sinf128, cosf128: no libquadmath needed). A cross-check between dd (106 bits) and mpfr127;
 // certified against mpfr127 (tier.h).
 #pragma once
 
@@ -15,6 +15,9 @@ extern "C" {
 __float128 sqrtf128(__float128) noexcept;
 __float128 expf128(__float128) noexcept;
 __float128 log1pf128(__float128) noexcept;
+__float128 logf128(__float128) noexcept;
+__float128 sinf128(__float128) noexcept;
+__float128 cosf128(__float128) noexcept;
 }
 #endif
 
@@ -25,6 +28,10 @@ using F128 = __float128;
 inline F128 f128_sqrt(F128 x) { return sqrtf128(x); }
 inline F128 f128_exp(F128 x) { return expf128(x); }
 inline F128 f128_log1p(F128 x) { return log1pf128(x); }
+inline F128 f128_log(F128 x) { return logf128(x); }
+// glibc's binary128 sin and cos reduce large arguments exactly (Payne-Hanek), as MPFR does.
+inline F128 f128_sin(F128 x) { return sinf128(x); }
+inline F128 f128_cos(F128 x) { return cosf128(x); }
 
 // Round-to-odd into double: the double nearest x toward zero, with its last bit set when inexact
 // (subnormals and overflow included: past the double range it is +-DBL_MAX, whose last bit is set).

@@ -81,6 +81,8 @@ class Mpfr {
   friend Mpfr expm1(const Mpfr& a) { Mpfr r; mpfr_expm1(r.v_, a.v_, MPFR_RNDN); return r; }
   friend Mpfr log(const Mpfr& a) { Mpfr r; mpfr_log(r.v_, a.v_, MPFR_RNDN); return r; }
   friend Mpfr log1p(const Mpfr& a) { Mpfr r; mpfr_log1p(r.v_, a.v_, MPFR_RNDN); return r; }
+  // sin and cos together, each correctly rounded (MPFR reduces any argument exactly).
+  friend void sin_cos(const Mpfr& a, Mpfr& s, Mpfr& c) { mpfr_sin_cos(s.v_, c.v_, a.v_, MPFR_RNDN); }
   friend Mpfr abs(const Mpfr& a) { Mpfr r; mpfr_abs(r.v_, a.v_, MPFR_RNDN); return r; }
   friend Mpfr fabs(const Mpfr& a) { return abs(a); }
   friend bool isfinite(const Mpfr& a) { return mpfr_number_p(a.v_) != 0; }

@@ -1,5 +1,6 @@
 // The tier scalars' elementary functions and output conversions under one name each, for the
-// references written once over Real (reference/*.cpp): r_sqrt, r_exp, r_log1p; to_odd (round to odd
+// references written once over Real (reference/*.cpp): r_sqrt, r_exp, r_log1p, r_log, r_sin_cos;
+// to_odd (round to odd
 // into a double, so one later RNE gives the correctly rounded value in any format) and tail_of (the
 // two-double rest x - to_odd(x), to the tier's full precision).
 #pragma once
@@ -7,6 +8,7 @@
 #include <cmath>
 
 #include "reference/real/dd.h"
+#include "reference/real/dd_trig.h"
 #include "reference/real/f128.h"
 #include "reference/real/mpfr_real.h"
 
@@ -29,6 +31,16 @@ inline F128 r_log1p(F128 x) { return f128_log1p(x); }
 template <int B> Mpfr<B> r_sqrt(const Mpfr<B>& x) { return sqrt(x); }
 template <int B> Mpfr<B> r_exp(const Mpfr<B>& x) { return exp(x); }
 template <int B> Mpfr<B> r_log1p(const Mpfr<B>& x) { return log1p(x); }
+inline double r_log(double x) { return std::log(x); }
+inline DD r_log(const DD& x) { return log(x); }
+inline F128 r_log(F128 x) { return f128_log(x); }
+template <int B> Mpfr<B> r_log(const Mpfr<B>& x) { return log(x); }
+// sin and cos of any finite angle in the tier (each reduces large arguments itself: glibc's double
+// and binary128 functions and MPFR exactly, dd by dd_trig.h's three-double pi/2).
+inline void r_sin_cos(double x, double& s, double& c) { s = std::sin(x); c = std::cos(x); }
+inline void r_sin_cos(const DD& x, DD& s, DD& c) { dd_sin_cos(x, s, c); }
+inline void r_sin_cos(F128 x, F128& s, F128& c) { s = f128_sin(x); c = f128_cos(x); }
+template <int B> void r_sin_cos(const Mpfr<B>& x, Mpfr<B>& s, Mpfr<B>& c) { sin_cos(x, s, c); }
 
 // Output: round to odd into double, and the two-double tail (x - x0) to the tier's full precision.
 inline double to_odd(float x) { return x; }

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -111,6 +112,33 @@ TEST(CudaEmu, ShufflesExchangeWithinTheWarp) {
   cuda_emu::launch(warp_sum_kernel, dim3(1), dim3(64), nullptr, out.data());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   for (int t = 0; t < 64; ++t) EXPECT_EQ(out[t], t < 32 ? 496.0f : 32.0f * 32 + 496.0f) << "thread " << t;
+}
+
+// cuda_fp16.h's conversions: round to nearest even (ties to the even encoding), overflow to Inf
+// from 65520 (the midpoint past the largest finite 65504), subnormals down to 2^-24 exact.
+TEST(CudaEmu, HalfConversionsRoundAsCudaFp16) {
+  const struct {
+    float x;
+    uint16_t bits;
+  } cases[] = {{1.0f, 0x3c00},
+               {1.0f + 0x1p-11f, 0x3c00},          // a tie: to the even 1.0
+               {1.0f + 3 * 0x1p-11f, 0x3c02},      // a tie: to the even 1 + 2^-9
+               {65504.0f, 0x7bff},
+               {65519.99f, 0x7bff},
+               {65520.0f, 0x7c00},                 // rounds past the largest finite: Inf
+               {-65520.0f, 0xfc00},
+               {0x1p-24f, 0x0001},                 // the smallest subnormal
+               {0x1p-25f, 0x0000},                 // a tie between 0 and it: to 0
+               {1.5f * 0x1p-25f, 0x0001},
+               {-0.0f, 0x8000}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(__float2half_rn(c.x).bits, c.bits) << c.x;
+    if ((c.bits & 0x7c00) != 0x7c00) {   // finite: the round trip is exact
+      EXPECT_EQ(__float2half_rn(__half2float(__half{c.bits})).bits, c.bits) << c.x;
+    }
+  }
+  EXPECT_EQ(__half2float(__half{0x0001}), 0x1p-24f);
+  EXPECT_TRUE(std::isinf(__half2float(__half{0x7c00})));
 }
 
 TEST(CudaEmu, ExitedThreadsCountAsArrivedAtSyncthreads) {

@@ -447,6 +447,24 @@ TEST(Cli, VerifyResumesAnInterruptedSweep) {
 namespace dg {
 namespace {
 
+// A suite that mixes ops (layer-gate) gives a patch the cases of its own op, and says how many it left
+// to other kernels; a suite with no case of the patch's op is bad input, as a --case of another op is.
+TEST(CliGate, AMixedSuiteGivesThePatchTheCasesOfItsOp) {
+  const std::string out = tmp("gate_mixed_suite");
+  Result r = run("gate --no-time --base rmsnorm_cpu_naive_f32 --patch rmsnorm_cpu_blocked_f32 --suite layer-gate --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gate: suite layer-gate: the 3 cases of op rmsnorm;"));
+  const nlohmann::json v = nlohmann::json::parse(slurp(out + "/verdict.json"));
+  ASSERT_EQ(v["rows"].size(), 3u);
+  for (const nlohmann::json& row : v["rows"]) EXPECT_EQ(row["case"].get<std::string>().rfind("rmsnorm(", 0), 0u);
+  Result none = run("gate --no-time --base rmsnorm_cpu_naive_f32 --patch rmsnorm_cpu_blocked_f32 --suite gemm-smoke");
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_THAT(none.err, HasSubstr("suite gemm-smoke has no case of op rmsnorm"));
+  Result other = run("gate --no-time --base rmsnorm_cpu_naive_f32 --patch rmsnorm_cpu_blocked_f32 --case 'gemm(M=2,N=8,K=8)'");
+  EXPECT_EQ(other.rc, 2);
+  EXPECT_THAT(other.err, HasSubstr("is not of op rmsnorm"));
+}
+
 // A gate resumes from its verdict.json: judged cases are kept, not measured again (a gate killed
 // part-way: CliVerdict.AKilledGateReadsIncompleteAndResumeCompletesIt).
 TEST(CliGate, ResumesAnInterruptedGate) {

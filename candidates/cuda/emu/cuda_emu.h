@@ -1,7 +1,7 @@
-// The CUDA emulator: the subset of CUDA C++ and the runtime API that candidates/cuda/kda_cuda.cu
-// uses, implemented on the host, so the CUDA candidates' own source (kernels and host code alike)
-// is compiled by g++ and run on machines without a GPU (the cuda_emu_test binary; nothing in the
-// driftgate program uses it). kda_cuda.cu includes this header instead of the CUDA headers when
+// The CUDA emulator: the subset of CUDA C++ and the runtime API that the CUDA candidates
+// (candidates/cuda/*.cu, except the cuBLASLt GEMM, which only a device runs) use, implemented on
+// the host, so the candidates' own source (kernels and host code alike) is compiled by g++ and run
+// on machines without a GPU (the *_emu_test binaries; nothing in the driftgate program uses it). cuda_rt.h includes this header instead of the CUDA headers when
 // DG_CUDA_EMULATE is defined.
 //
 // Why our own: no packaged library runs CUDA C++ on a CPU, and the checks we need are about the
@@ -74,6 +74,14 @@ struct __nv_bfloat16 {
 };
 inline float __bfloat162float(__nv_bfloat16 h) { return dg::f32_from_bf16(h.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float x) { return {dg::bf16_from_f32(x)}; }
+
+// --- f16 (bit-exact with cuda_fp16.h's __float2half_rn / __half2float: round to nearest even,
+// overflow to Inf, subnormals exact, NaN kept) ------------------------------------------------------
+struct __half {
+  uint16_t bits;
+};
+inline float __half2float(__half h) { return dg::f32_from_f16(h.bits); }
+inline __half __float2half_rn(float x) { return {dg::f16_from_f32(x)}; }
 
 // --- device functions --------------------------------------------------------------------------------
 // expf, log1pf, sqrtf, fmaf: the host's (<math.h>; CUDA's differ from them by at most 2 ulp).

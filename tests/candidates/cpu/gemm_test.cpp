@@ -13,14 +13,15 @@
 namespace dg {
 namespace {
 
-// Every candidate passes every smoke case, OpenBLAS's sgemm (candidates/thirdparty/) too: the f32 ones
-// at 19+ bits (about 20 measured), the bf16 one
-// at 7+ (its inputs and output in bf16: 8.3-9.3 measured) except on f32 cancel rows, where rounding
-// x = 1 + N(0, 1e-2^2) to bf16 (ulp 2^-7 above 1) is itself most of the signal's loss (5.6 measured):
-// there it must keep the policy's bf16 floor of 5.
+// Every candidate passes every smoke case, OpenBLAS's sgemm and oneDNN's matmul (candidates/thirdparty/)
+// too: the f32 ones at 19+ bits (about 20 measured), the bf16 ones at 7+ (their inputs and output in
+// bf16: 8.3-9.3 measured) except on f32 cancel rows, where rounding x = 1 + N(0, 1e-2^2) to bf16 (ulp
+// 2^-7 above 1) is itself most of the signal's loss (5.6 measured): there they must keep the policy's
+// bf16 floor of 5.
 TEST(GemmCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("gemm-smoke")->cases)
-    for (const char* cand : {"gemm_cpu_naive_f32", "gemm_cpu_blocked_f32", "gemm_cpu_blocked_bf16", "gemm_cpu_openblas_f32"}) {
+    for (const char* cand : {"gemm_cpu_naive_f32", "gemm_cpu_blocked_f32", "gemm_cpu_blocked_bf16", "gemm_cpu_openblas_f32",
+                             "gemm_cpu_onednn_f32", "gemm_cpu_onednn_bf16"}) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " on " << cs << ": " << r.reason;
       const bool bf16 = std::string(cand).find("bf16") != std::string::npos;

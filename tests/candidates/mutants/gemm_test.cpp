@@ -49,6 +49,7 @@ TEST(GemmCpu, TheFormatBoundHoldsForEveryHonestKernel) {
     if (cs.find("N=151552") == std::string::npos) cases.push_back(cs);
   for (const std::string& cs : cases)
     for (const char* cand : {"gemm_cpu_naive_f32", "gemm_cpu_blocked_f32", "gemm_cpu_blocked_bf16", "gemm_cpu_openblas_f32",
+                             "gemm_cpu_onednn_f32", "gemm_cpu_onednn_bf16",
                              "gemm_equivalent_f64", "gemm_equivalent_fma", "gemm_equivalent_k_reversed",
                              "gemm_equivalent_lanes4"}) {
       const Record r = verify_one(cand, cs, Tier::f64);

@@ -180,7 +180,9 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "causal_conv1d") shape = {{"T", "70"}, {"D", "24"}};
     if (r->op == "rmsnorm_gated" || r->op == "rmsnorm" || r->op == "add_rmsnorm") shape = {{"N", "70"}, {"D", "24"}};
     if (r->op == "swiglu") shape = {{"N", "70"}, {"I", "24"}};
+    if (r->op == "rope") shape = {{"T", "70"}, {"H", "2"}, {"D", "24"}, {"d_rope", "16"}};
     if (r->op == "gemm") shape = {{"M", "5"}, {"N", "24"}, {"K", "70"}};
+    if (r->op == "moe_router") shape = {{"T", "70"}, {"E", "64"}, {"k", "4"}, {"n_group", "4"}, {"topk_group", "2"}};
     if (r->op == "gemm_fp8_block") shape = {{"M", "5"}, {"N", "130"}, {"K", "256"}};
     if (r->op == "moe_combine") shape = {{"T", "5"}, {"topk", "3"}, {"H", "24"}, {"rsf", "2.5"}};
     shape["regime"] = r->name;

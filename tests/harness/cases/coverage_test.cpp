@@ -45,6 +45,16 @@ TEST(Coverage, KdaDecodeGateExercisesEveryValueOfKdaDecode) {
   EXPECT_THAT(coverage_gaps("kda_decode", suite_cases("kda-decode-gate")), IsEmpty());
 }
 
+// rope's smoke and gate suites: both pairings and layouts, every regime and dtype, full and partial
+// rotary, positions below 2^16, past 2^16, past 2^20 and near 2^24, theta 1e4, 1e6 and 8e6.
+TEST(Coverage, RopeSuitesExerciseEveryValueOfRope) {
+  EXPECT_THAT(coverage_gaps("rope", suite_cases("rope-smoke")), IsEmpty());
+  EXPECT_THAT(coverage_gaps("rope", suite_cases("rope-gate")), IsEmpty());
+  const auto cov = op_coverage("rope", parse_all({"rope(T=16,H=4,D=64,d_rope=64,regime=glm5_mla,dtype=f32,seed=0)"}));
+  EXPECT_THAT(axis(cov, "style").covered, Contains("gptj"));   // glm5_mla's pairing
+  EXPECT_THAT(axis(cov, "max position").missing, Contains(">= 2^16"));
+}
+
 TEST(Coverage, TheQuickGateNamesWhatItLeavesOut) {
   const std::vector<std::string> gaps = coverage_gaps("kda", suite_cases("kda-gate-quick"));
   EXPECT_THAT(gaps, Contains("B=>1"));

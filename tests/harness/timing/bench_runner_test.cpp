@@ -327,6 +327,17 @@ TEST(BenchRunner, HonestCandidatesAreConsistentAndCheatsAreNot) {
   EXPECT_THAT(r[6].inconsistency, HasSubstr("the warm-up call: the candidate wrote to its inputs"));
 }
 
+// A contraction over inputs that move together keeps its value: gemm's x [M,K] and w [N,K] rotated
+// by the same k along K give the same sums in another order, which a bf16 output rounds to the same
+// bits, so an honest kernel read as a result replay. Each input moves at its own pace, and honest
+// bf16-output GEMMs are consistent.
+TEST(BenchRunner, AContractionsInputsMoveApartSoHonestBf16OutputsDiffer) {
+  const Case c = parse_case("gemm(M=4,N=64,K=256,regime=activations,dtype=bf16,seed=0)");
+  std::vector<BenchSamples> r = time_candidates(cands({"gemm_cpu_blocked_bf16"}), c, fixed(12));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].outputs_consistent) << r[0].inconsistency;
+}
+
 TEST(BenchRunner, CompareJsonHasTheFieldsCompareToolsRead) {
   Case c = small_case();
   std::vector<BenchSamples> r = time_candidates(cands({"kda_cpu_recurrent_f32", "kda_test_skip_f32"}), c, fixed(5));

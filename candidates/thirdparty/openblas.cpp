@@ -1,23 +1,27 @@
-// Third-party candidates of gemm (reference/gemm.h): optimized kernels written by others, judged as
-// any patch is. Their arithmetic is theirs; driftgate only lays the operands out as they expect.
-//   gemm_cpu_openblas_f32   OpenBLAS's cblas_sgemm (Debian's serial build, libopenblas-serial-dev:
-//                           no threads of its own, so the worker's thread and CPU-time rules see one
-//                           thread), y = x W^T on f32 copies of the stored operands (exact for bf16,
-//                           f16 and f32 storage, one rounding for f64), then + bias in f32. Its
-//                           accumulation order is the micro-kernel's (blocked in K by its GEMM_Q,
-//                           FMA lanes across N), not documented: that is what the gate measures.
+// OpenBLAS judged as a candidate: an optimized kernel written by others, judged as any patch is. Its
+// arithmetic is its own; driftgate only lays the operands out as it expects.
+//   gemm_cpu_openblas_f32   cblas_sgemm of Debian's serial build (libopenblas-serial-dev: no threads
+//                           of its own, so the worker's thread and CPU-time rules see one thread),
+//                           y = x W^T on f32 copies of the stored operands (exact for bf16, f16 and
+//                           f32 storage, one rounding for f64), then + bias in f32. Its accumulation
+//                           order is the micro-kernel's (blocked in K by its GEMM_Q, FMA lanes across
+//                           N), not documented: that is what the gate measures.
+// Built without the library (DG_HAVE_OPENBLAS 0: CMake did not find it), the candidate is still
+// listed and every row of it is NOT_SUPPORTED with the reason, never a build failure.
+#if DG_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 
 #include <vector>
 
 #include "candidates/cpu/op_io.h"
 #include "harness/cases/registry.h"
-#include "harness/ops/gemm.h"
 
 namespace dg {
 namespace {
 
 void openblas_sgemm(const Case& c, const TensorMap& in, TensorMap& out) {
+#if DG_HAVE_OPENBLAS
   const int64_t M = c.integer("M"), N = c.integer("N"), K = c.integer("K");
   std::vector<float> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K)), y(static_cast<size_t>(M * N));
   load_row(need(in, "x", "gemm"), 0, M * K, x.data());
@@ -32,6 +36,11 @@ void openblas_sgemm(const Case& c, const TensorMap& in, TensorMap& out) {
       for (int64_t n = 0; n < N; ++n) y[static_cast<size_t>(m * N + n)] += b[static_cast<size_t>(n)];
   }
   store_row(need_out(out, "y", M * N, "gemm"), 0, M * N, y.data());
+#else
+  (void)c, (void)in, (void)out;
+  throw NotSupported("this driftgate was built without OpenBLAS (Debian package libopenblas-serial-dev; "
+                     "scripts/setup.sh installs it, then rebuild)");
+#endif
 }
 
 }  // namespace

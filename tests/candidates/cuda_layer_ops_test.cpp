@@ -1,0 +1,241 @@
+// The CUDA layer-op candidates: rmsnorm_cuda_bf16, add_rmsnorm_cuda_bf16 (candidates/cuda/rmsnorm.h),
+// swiglu_cuda_bf16 (swiglu.h) and gemm_cuda_cublaslt_bf16 (gemm_cublaslt.h). Without a device (or
+// without CUDA) each is a NOT_SUPPORTED row carrying the reason; with one, each passes its op's
+// smoke suite against the reference, and agrees with the CPU candidate of the same arithmetic: bit
+// for bit where the order is the same (the norms everywhere; swiglu under the emulator, whose expf
+// is the host's), within one bf16 ulp on a few elements (swiglu on a GPU: CUDA's expf), or by the
+// gate's precision rule with the CPU candidate as base (cuBLASLt's summation order is its own); and
+// each call is one launch timed by the device rules. The GPU half skips here with the reason;
+// scripts/gpu-check.sh runs it.
+// This file is also built as cuda_layer_ops_emu_test against the CUDA emulator (candidates/cuda/emu):
+// the kernels then run on every machine, in both thread orders (a missing barrier changes the bits);
+// cuBLASLt is not emulated, and its candidate is NOT_SUPPORTED there.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "candidates/cuda/device.h"
+#include "candidates/cuda/rmsnorm.h"
+#include "datasets/suites.h"
+#include "harness/cases/registry.h"
+#include "harness/judge/gate.h"
+#include "harness/judge/policy.h"
+#include "harness/judge/verify.h"
+#include "harness/timing/device_timing.h"
+#ifdef DRIFTGATE_CUDA_EMULATED
+#include "candidates/cuda/emu/cuda_emu.h"
+#endif
+
+namespace dg {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Pair {
+  const char* cuda;
+  const char* cpu;     // the CPU candidate of the same arithmetic
+  const char* suite;   // the op's smoke suite
+};
+const Pair kKernels[] = {{"rmsnorm_cuda_bf16", "rmsnorm_cpu_blocked_bf16", "rmsnorm-smoke"},
+                         {"add_rmsnorm_cuda_bf16", "add_rmsnorm_cpu_blocked_bf16", "add-rmsnorm-smoke"},
+                         {"swiglu_cuda_bf16", "swiglu_cpu_fused_bf16", "swiglu-smoke"}};
+const Pair kGemm = {"gemm_cuda_cublaslt_bf16", "gemm_cpu_blocked_bf16", "gemm-smoke"};
+
+Record verify_one(const std::string& cand, const std::string& case_str) {
+  VerifyOptions opt;
+  opt.tier = Tier::f64;
+  std::vector<Record> r = verify_case(parse_case(case_str), {&require_candidate(cand)}, opt);
+  EXPECT_EQ(r.size(), 1u);
+  return r.at(0);
+}
+
+const std::vector<std::string>& smoke(const char* suite) {
+  const Suite* s = find_suite(suite);
+  if (!s) throw std::runtime_error(std::string("no suite ") + suite);
+  return s->cases;
+}
+
+// The outputs of `cand` on case `cs` (generated inputs), run in this process.
+TensorMap run(const std::string& cand, const std::string& cs) {
+  const Case c = parse_case(cs);
+  return run_candidate(require_candidate(cand), c, generate_inputs(c));
+}
+
+// The bf16 outputs of two runs, element by element: how many differ, and whether every difference
+// is at most `max_ulps` bf16 ulps (adjacent encodings of the same sign).
+struct Diff {
+  int64_t differ = 0, total = 0;
+  bool within = true;
+};
+Diff compare_bf16(const TensorMap& a, const TensorMap& b) {
+  Diff d;
+  for (const auto& [name, ta] : a) {
+    const Tensor& tb = b.at(name);
+    EXPECT_EQ(ta.dtype(), DType::bf16) << name;
+    EXPECT_EQ(ta.nbytes(), tb.nbytes()) << name;
+    const auto* pa = ta.data<uint16_t>();
+    const auto* pb = tb.data<uint16_t>();
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      ++d.total;
+      if (pa[i] == pb[i]) continue;
+      ++d.differ;
+      const bool same_sign = (pa[i] & 0x8000) == (pb[i] & 0x8000);
+      if (!same_sign || std::abs(int{pa[i]} - int{pb[i]}) > 1) d.within = false;
+    }
+  }
+  return d;
+}
+
+// Skips without a GPU, or fails where DRIFTGATE_REQUIRE_GPU is set (scripts/gpu-check.sh sets it).
+#define SKIP_WITHOUT_GPU()                                                                   \
+  do {                                                                                       \
+    const CudaStatus status_ = cuda_status();                                                \
+    if (!status_.available && std::getenv("DRIFTGATE_REQUIRE_GPU"))                          \
+      FAIL() << "DRIFTGATE_REQUIRE_GPU is set and there is no GPU: " << status_.reason;      \
+    if (!status_.available) GTEST_SKIP() << "no GPU here: " << status_.reason;               \
+  } while (0)
+
+TEST(CudaLayerOps, CandidatesAreRegisteredOnEveryBuild) {
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kGemm}) {
+    const Candidate* c = find_candidate(k.cuda);
+    ASSERT_NE(c, nullptr) << k.cuda;
+    const Candidate* cpu = find_candidate(k.cpu);
+    ASSERT_NE(cpu, nullptr) << k.cpu;
+    EXPECT_EQ(c->info().backend, "cuda");
+    EXPECT_EQ(c->info().op, cpu->info().op) << k.cuda;
+    EXPECT_EQ(c->info().input_dtype, DType::bf16) << k.cuda;
+    EXPECT_EQ(c->info().output_dtype, DType::bf16) << k.cuda;
+  }
+}
+
+TEST(CudaLayerOps, WithoutADeviceEveryCandidateIsNotSupportedWithTheReason) {
+  const CudaStatus s = cuda_status();
+  if (s.available) GTEST_SKIP() << "a GPU is here (" << s.device << "): the GPU tests below cover it";
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kGemm}) {
+    const Record r = verify_one(k.cuda, smoke(k.suite).front());
+    EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED) << k.cuda << ": " << r.reason;
+    EXPECT_EQ(r.reason, s.reason) << k.cuda;
+#ifdef DRIFTGATE_HAVE_CUDA
+    EXPECT_THAT(r.reason, HasSubstr("device")) << k.cuda;
+#endif
+  }
+}
+
+#ifdef DRIFTGATE_CUDA_EMULATED
+TEST(CudaLayerOps, TheCublasLtGemmIsNotEmulated) {
+  const Record r = verify_one(kGemm.cuda, smoke(kGemm.suite).front());
+  EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED) << r.reason;
+  EXPECT_THAT(r.reason, HasSubstr("CUDA device"));
+}
+#endif
+
+// --- with a GPU (or the emulator) ------------------------------------------------------------------
+
+TEST(CudaLayerOpsGpu, EveryKernelPassesItsSmokeSuite) {
+  SKIP_WITHOUT_GPU();
+  for (const Pair& k : kKernels)
+    for (const std::string& cs : smoke(k.suite)) {
+      const Record r = verify_one(k.cuda, cs);
+      EXPECT_EQ(r.disposition, Disposition::PASSED) << k.cuda << " on " << cs << ": " << r.reason;
+    }
+}
+
+TEST(CudaLayerOpsGpu, TheNormsAgreeWithTheCpuCandidatesBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (const Pair& k : {kKernels[0], kKernels[1]})
+    for (const std::string& cs : smoke(k.suite)) {
+      const Diff d = compare_bf16(run(k.cuda, cs), run(k.cpu, cs));
+      EXPECT_GT(d.total, 0) << cs;
+      EXPECT_EQ(d.differ, 0) << k.cuda << " on " << cs << ": " << d.differ << " of " << d.total << " elements differ";
+    }
+}
+
+// Same arithmetic in the same order; only expf differs on a GPU (CUDA's within 2 ulp, the host's
+// within 1): an output may then land one bf16 ulp away, and only rarely.
+TEST(CudaLayerOpsGpu, SwigluAgreesWithTheCpuCandidate) {
+  SKIP_WITHOUT_GPU();
+  const Pair& k = kKernels[2];
+  for (const std::string& cs : smoke(k.suite)) {
+    const Diff d = compare_bf16(run(k.cuda, cs), run(k.cpu, cs));
+    EXPECT_GT(d.total, 0) << cs;
+#ifdef DRIFTGATE_CUDA_EMULATED
+    EXPECT_EQ(d.differ, 0) << cs << ": the emulator's expf is the host's, so every bit agrees";
+#else
+    EXPECT_TRUE(d.within) << cs << ": a difference of more than one bf16 ulp";
+    EXPECT_LE(d.differ * 100, d.total) << cs << ": " << d.differ << " of " << d.total << " elements differ";
+#endif
+  }
+}
+
+TEST(CudaLayerOpsGpu, TheCublasLtGemmPassesTheGateRuleAgainstTheCpuCandidate) {
+  SKIP_WITHOUT_GPU();
+#ifdef DRIFTGATE_CUDA_EMULATED
+  GTEST_SKIP() << "cuBLASLt is not emulated";
+#endif
+  const Policy policy = default_policy();
+  for (const std::string& cs : smoke(kGemm.suite)) {
+    const Record patch = verify_one(kGemm.cuda, cs), base = verify_one(kGemm.cpu, cs);
+    EXPECT_EQ(patch.disposition, Disposition::PASSED) << cs << ": " << patch.reason;
+    const std::string naive_name = policy.naive_for("gemm", DType::bf16);
+    const Record naive = verify_one(naive_name.empty() ? "gemm_cpu_naive_f32" : naive_name, cs);
+    for (const Check& chk : precision_checks(base, patch, &naive, policy))
+      EXPECT_TRUE(chk.passed) << cs << ": " << chk.name << ": " << chk.detail;
+  }
+}
+
+// Under bench and gate each call is one launch, timed by the device rules (cuda_rt.h), as the KDA
+// kernels' are.
+TEST(CudaLayerOpsGpu, EachCallIsOneTimedLaunch) {
+  SKIP_WITHOUT_GPU();
+  for (const Pair& k : kKernels) {
+    const Case c = parse_case(smoke(k.suite).front());
+    const TensorMap in = generate_inputs(c);
+    DeviceTimingScope scope;
+    run_candidate(require_candidate(k.cuda), c, in);
+    const DeviceCall& d = scope.call();
+    EXPECT_EQ(d.launches, 1) << k.cuda;
+    EXPECT_GT(d.device_s, 0.0) << k.cuda;
+    EXPECT_GE(d.launch_wall_s, d.device_s) << k.cuda;
+    EXPECT_FALSE(d.device.empty()) << k.cuda;
+  }
+}
+
+#ifdef DRIFTGATE_CUDA_EMULATED
+// A missing barrier reads what another thread wrote in the same phase: the bits change with the
+// order the emulator runs a phase's threads in.
+TEST(CudaLayerOpsEmu, EveryKernelGivesTheSameBitsInBothThreadOrders) {
+  for (const Pair& k : kKernels)
+    for (const std::string& cs : smoke(k.suite)) {
+      dg::cuda_emu::set_thread_order(false);
+      const TensorMap fwd = run(k.cuda, cs);
+      dg::cuda_emu::set_thread_order(true);
+      const TensorMap rev = run(k.cuda, cs);
+      dg::cuda_emu::set_thread_order(false);
+      const Diff d = compare_bf16(fwd, rev);
+      EXPECT_GT(d.total, 0) << cs;
+      EXPECT_EQ(d.differ, 0) << k.cuda << " on " << cs;
+    }
+}
+
+TEST(CudaLayerOpsEmu, KernelsRejectTensorsThatDoNotMatchTheCase) {
+  const Case c = parse_case("rmsnorm(N=4,D=64,regime=hidden,dtype=bf16,seed=0)");
+  TensorMap in = generate_inputs(c);
+  in.at("weight") = Tensor(DType::bf16, {32});
+  TensorMap out;
+  out["y"] = Tensor(DType::bf16, {4, 64});
+  try {
+    rmsnorm_cuda_bf16(c, in, out);
+    FAIL() << "a 32-element weight for D=64 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("weight"));
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace dg
