@@ -207,7 +207,7 @@ TEST(MutantsCli, KdaDecodeGateKillsEveryDecodeMutant) {
 
 // The norm, activation, rope, router and MoE-combine ops' gate suites, and gemm_fp8_block's smoke
 // suite (its gate takes 43 s): every mutant of each op killed and no equivalent rejected, as committed
-// in datasets/kill_rates.json (about 115 s for the seven; moe-router-gate 19 s, moe-combine-gate 18 s,
+// in datasets/kill_rates.json (71 s for the seven on 2 cores; moe-router-gate 19 s, moe-combine-gate 18 s,
 // gemm-fp8-block-smoke 5 s of it).
 TEST(MutantsCli, LayerOpGateSuitesKeepTheirCommittedKillRates) {
   nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
