@@ -185,7 +185,9 @@ ran_on_device verify-layer "$out/verify-layer.json"
 layer_ops=("rmsnorm-smoke rmsnorm_cuda_bf16,rmsnorm_cpu_blocked_bf16"
            "add-rmsnorm-smoke add_rmsnorm_cuda_bf16,add_rmsnorm_cpu_blocked_bf16"
            "swiglu-smoke swiglu_cuda_bf16,swiglu_cpu_fused_bf16"
-           "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16")
+           "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16"
+           "rope-smoke rope_cuda_bf16,rope_cpu_cache_bf16"
+           "moe-router-smoke moe_router_cuda_f32,moe_router_cpu_naive_f32")
 layer_ops_cmd="rc=0; "
 for pair in "${layer_ops[@]}"; do
   read -r suite cands <<<"$pair"

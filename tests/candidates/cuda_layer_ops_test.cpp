@@ -1,18 +1,21 @@
 // The CUDA layer-op candidates: rmsnorm_cuda_bf16, add_rmsnorm_cuda_bf16 (candidates/cuda/rmsnorm.h),
-// swiglu_cuda_bf16 (swiglu.h) and gemm_cuda_cublaslt_bf16 (gemm_cublaslt.h). Without a device (or
-// without CUDA) each is a NOT_SUPPORTED row carrying the reason; with one, each passes its op's
-// smoke suite against the reference, and agrees with the CPU candidate of the same arithmetic: bit
-// for bit where the order is the same (the norms everywhere; swiglu under the emulator, whose expf
-// is the host's), within one bf16 ulp on a few elements (swiglu on a GPU: CUDA's expf), or by the
-// gate's precision rule with the CPU candidate as base (cuBLASLt's summation order is its own); and
-// each call is one launch timed by the device rules. The GPU half skips here with the reason;
-// scripts/gpu-check.sh runs it.
+// swiglu_cuda_bf16 (swiglu.h), rope_cuda_bf16 (rope.h), moe_router_cuda_f32 (moe_router.h) and
+// gemm_cuda_cublaslt_bf16 (gemm_cublaslt.h). Without a device (or without CUDA) each is a
+// NOT_SUPPORTED row carrying the reason; with one, each passes its op's smoke suite against the
+// reference, and agrees with the CPU candidate of the same arithmetic: bit for bit where the order
+// is the same (the norms and rope everywhere; swiglu and the router under the emulator, whose expf
+// is the host's), within one bf16 ulp on a few elements (swiglu on a GPU: CUDA's expf), with the
+// router's sets judged by its measures (flips_wide and ties 0) on a GPU, or by the gate's precision
+// rule with the CPU candidate as base (cuBLASLt's summation order is its own); and each call is one
+// launch timed by the device rules. The GPU half skips here with the reason; scripts/gpu-check.sh
+// runs it.
 // This file is also built as cuda_layer_ops_emu_test against the CUDA emulator (candidates/cuda/emu):
 // the kernels then run on every machine, in both thread orders (a missing barrier changes the bits);
 // cuBLASLt is not emulated, and its candidate is NOT_SUPPORTED there.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +46,9 @@ struct Pair {
 };
 const Pair kKernels[] = {{"rmsnorm_cuda_bf16", "rmsnorm_cpu_blocked_bf16", "rmsnorm-smoke"},
                          {"add_rmsnorm_cuda_bf16", "add_rmsnorm_cpu_blocked_bf16", "add-rmsnorm-smoke"},
-                         {"swiglu_cuda_bf16", "swiglu_cpu_fused_bf16", "swiglu-smoke"}};
+                         {"swiglu_cuda_bf16", "swiglu_cpu_fused_bf16", "swiglu-smoke"},
+                         {"rope_cuda_bf16", "rope_cpu_cache_bf16", "rope-smoke"}};
+const Pair kRouter = {"moe_router_cuda_f32", "moe_router_cpu_naive_f32", "moe-router-smoke"};
 const Pair kGemm = {"gemm_cuda_cublaslt_bf16", "gemm_cpu_blocked_bf16", "gemm-smoke"};
 
 Record verify_one(const std::string& cand, const std::string& case_str) {
@@ -101,22 +106,23 @@ Diff compare_bf16(const TensorMap& a, const TensorMap& b) {
   } while (0)
 
 TEST(CudaLayerOps, CandidatesAreRegisteredOnEveryBuild) {
-  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kGemm}) {
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kKernels[3], kRouter, kGemm}) {
     const Candidate* c = find_candidate(k.cuda);
     ASSERT_NE(c, nullptr) << k.cuda;
     const Candidate* cpu = find_candidate(k.cpu);
     ASSERT_NE(cpu, nullptr) << k.cpu;
     EXPECT_EQ(c->info().backend, "cuda");
     EXPECT_EQ(c->info().op, cpu->info().op) << k.cuda;
-    EXPECT_EQ(c->info().input_dtype, DType::bf16) << k.cuda;
-    EXPECT_EQ(c->info().output_dtype, DType::bf16) << k.cuda;
+    const DType want = std::string(k.cuda) == kRouter.cuda ? DType::f32 : DType::bf16;   // the router: f32, as GLM's
+    EXPECT_EQ(c->info().input_dtype, want) << k.cuda;
+    EXPECT_EQ(c->info().output_dtype, want) << k.cuda;
   }
 }
 
 TEST(CudaLayerOps, WithoutADeviceEveryCandidateIsNotSupportedWithTheReason) {
   const CudaStatus s = cuda_status();
   if (s.available) GTEST_SKIP() << "a GPU is here (" << s.device << "): the GPU tests below cover it";
-  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kGemm}) {
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kKernels[3], kRouter, kGemm}) {
     const Record r = verify_one(k.cuda, smoke(k.suite).front());
     EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED) << k.cuda << ": " << r.reason;
     EXPECT_EQ(r.reason, s.reason) << k.cuda;
@@ -145,9 +151,11 @@ TEST(CudaLayerOpsGpu, EveryKernelPassesItsSmokeSuite) {
     }
 }
 
-TEST(CudaLayerOpsGpu, TheNormsAgreeWithTheCpuCandidatesBitForBit) {
+// The norms and rope: the same operations in the same order, nothing transcendental on the GPU
+// (rope's cos/sin cache is built on the host).
+TEST(CudaLayerOpsGpu, TheNormsAndRopeAgreeWithTheCpuCandidatesBitForBit) {
   SKIP_WITHOUT_GPU();
-  for (const Pair& k : {kKernels[0], kKernels[1]})
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[3]})
     for (const std::string& cs : smoke(k.suite)) {
       const Diff d = compare_bf16(run(k.cuda, cs), run(k.cpu, cs));
       EXPECT_GT(d.total, 0) << cs;
@@ -172,6 +180,64 @@ TEST(CudaLayerOpsGpu, SwigluAgreesWithTheCpuCandidate) {
   }
 }
 
+const OpMeasure* find_measure(const Record& r, const std::string& name) {
+  for (const OpMeasure& m : r.measures)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// The router's ids are judged by the op's measures (harness/ops/moe_router.h): no set that differs
+// from the reference's at a margin wider than tol, no exact tie decided against the rule.
+TEST(CudaLayerOpsGpu, TheRouterPassesItsSmokeSuiteWithNoWideFlipsOrTies) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string& cs : smoke(kRouter.suite)) {
+    const Record r = verify_one(kRouter.cuda, cs);
+    EXPECT_EQ(r.disposition, Disposition::PASSED) << cs << ": " << r.reason;
+    for (const char* name : {"flips_wide", "ties", "invalid_ids"}) {
+      const OpMeasure* m = find_measure(r, name);
+      ASSERT_NE(m, nullptr) << cs << ": no measure " << name;
+      EXPECT_EQ(m->value, 0.0) << cs << ": " << name;
+    }
+  }
+}
+
+// The same sets as moe_router_cpu_naive_f32, slot by slot (both write rank order). Under the
+// emulator every bit of the ids and weights agrees; on a GPU CUDA's expf may move a score by an ulp,
+// which can flip a token only at a margin of that size: a few tokens of the near-tie regimes at most,
+// and the weights of the others within a few f32 ulps.
+TEST(CudaLayerOpsGpu, TheRouterSelectsTheSetsOfTheNaiveCpuCandidate) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string& cs : smoke(kRouter.suite)) {
+    const TensorMap g = run(kRouter.cuda, cs), c = run(kRouter.cpu, cs);
+    const Tensor &gi = g.at("topk_ids"), &ci = c.at("topk_ids"), &gw = g.at("topk_weights"), &cw = c.at("topk_weights");
+    ASSERT_EQ(gi.dtype(), DType::i32);
+    ASSERT_EQ(gi.numel(), ci.numel());
+    const int64_t k = parse_case(cs).integer("k"), T = gi.numel() / k;
+    int64_t differ = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t* a = gi.data<int32_t>() + t * k;
+      const int32_t* b = ci.data<int32_t>() + t * k;
+      if (!std::equal(a, a + k, b)) {
+        ++differ;
+        continue;
+      }
+      for (int64_t j = t * k; j < (t + 1) * k; ++j) {
+        const float x = gw.data<float>()[j], y = cw.data<float>()[j];
+#ifdef DRIFTGATE_CUDA_EMULATED
+        EXPECT_EQ(std::memcmp(&x, &y, sizeof x), 0) << cs << ": weight " << j << ": " << x << " vs " << y;
+#else
+        EXPECT_LE(std::abs(x - y), 0x1p-20f * std::abs(y)) << cs << ": weight " << j;
+#endif
+      }
+    }
+#ifdef DRIFTGATE_CUDA_EMULATED
+    EXPECT_EQ(differ, 0) << cs << ": " << differ << " of " << T << " tokens select other experts";
+#else
+    EXPECT_LE(differ * 8, T) << cs << ": " << differ << " of " << T << " tokens select other experts";
+#endif
+  }
+}
+
 TEST(CudaLayerOpsGpu, TheCublasLtGemmPassesTheGateRuleAgainstTheCpuCandidate) {
   SKIP_WITHOUT_GPU();
 #ifdef DRIFTGATE_CUDA_EMULATED
@@ -192,7 +258,7 @@ TEST(CudaLayerOpsGpu, TheCublasLtGemmPassesTheGateRuleAgainstTheCpuCandidate) {
 // kernels' are.
 TEST(CudaLayerOpsGpu, EachCallIsOneTimedLaunch) {
   SKIP_WITHOUT_GPU();
-  for (const Pair& k : kKernels) {
+  for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kKernels[3], kRouter}) {
     const Case c = parse_case(smoke(k.suite).front());
     const TensorMap in = generate_inputs(c);
     DeviceTimingScope scope;
@@ -220,6 +286,22 @@ TEST(CudaLayerOpsEmu, EveryKernelGivesTheSameBitsInBothThreadOrders) {
       EXPECT_GT(d.total, 0) << cs;
       EXPECT_EQ(d.differ, 0) << k.cuda << " on " << cs;
     }
+}
+
+TEST(CudaLayerOpsEmu, TheRouterGivesTheSameBitsInBothThreadOrders) {
+  for (const std::string& cs : smoke(kRouter.suite)) {
+    dg::cuda_emu::set_thread_order(false);
+    const TensorMap fwd = run(kRouter.cuda, cs);
+    dg::cuda_emu::set_thread_order(true);
+    const TensorMap rev = run(kRouter.cuda, cs);
+    dg::cuda_emu::set_thread_order(false);
+    for (const char* name : {"topk_ids", "topk_weights"}) {
+      const Tensor &a = fwd.at(name), &b = rev.at(name);
+      ASSERT_EQ(a.nbytes(), b.nbytes()) << cs << ": " << name;
+      EXPECT_GT(a.nbytes(), 0u) << cs;
+      EXPECT_EQ(std::memcmp(a.bytes(), b.bytes(), a.nbytes()), 0) << cs << ": " << name;
+    }
+  }
 }
 
 TEST(CudaLayerOpsEmu, KernelsRejectTensorsThatDoNotMatchTheCase) {
