@@ -187,7 +187,8 @@ layer_ops=("rmsnorm-smoke rmsnorm_cuda_bf16,rmsnorm_cpu_blocked_bf16"
            "swiglu-smoke swiglu_cuda_bf16,swiglu_cpu_fused_bf16"
            "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16"
            "rope-smoke rope_cuda_bf16,rope_cpu_cache_bf16"
-           "moe-router-smoke moe_router_cuda_f32,moe_router_cpu_naive_f32")
+           "moe-router-smoke moe_router_cuda_f32,moe_router_cpu_naive_f32"
+           "gemm-fp8-block-smoke gemm_fp8_block_cuda_cublaslt,gemm_fp8_block_cpu_deepgemm_bf16")
 layer_ops_cmd="rc=0; "
 for pair in "${layer_ops[@]}"; do
   read -r suite cands <<<"$pair"

@@ -26,6 +26,7 @@ void rmsnorm_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSup
 void add_rmsnorm_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void swiglu_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void gemm_cuda_cublaslt_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void gemm_fp8_block_cuda_cublaslt(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void rope_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void moe_router_cuda_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void register_cuda_device_ops() {}
