@@ -2,7 +2,8 @@
 # The GPU check: on a machine with a CUDA device (an H200 or H100), build driftgate with its CUDA
 # candidates, run the CUDA unit tests, `driftgate selftest`, `verify` of the CUDA candidates on
 # kda-smoke, kda-regimes and layer-smoke (beside the CPU candidates of the same algorithms), of the
-# layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm) on their smoke suites, the
+# layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm, rope, the MoE router,
+# the block-scaled FP8 cuBLASLt gemm) on their smoke suites, the
 # gate of the decode kernel against the CPU decode, and the bench of the decode kernels at B = 1, 8,
 # 64, 256 sequences (H=32, K=V=128), and the decode kernel's bandwidth target: at least 70% of the
 # device's peak at B >= 64 (scripts/hbm-target.awk). First, the sandbox diagnosis (below); then the
