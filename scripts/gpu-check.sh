@@ -2,7 +2,8 @@
 # The GPU check: on a machine with a CUDA device (an H200 or H100), build driftgate with its CUDA
 # candidates, run the CUDA unit tests, `driftgate selftest`, `verify` of the CUDA candidates on
 # kda-smoke, kda-regimes and layer-smoke (beside the CPU candidates of the same algorithms), of the
-# layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm) on their smoke suites, the
+# layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm, rope, the MoE router,
+# the block-scaled FP8 cuBLASLt gemm) on their smoke suites, the
 # gate of the decode kernel against the CPU decode, and the bench of the decode kernels at B = 1, 8,
 # 64, 256 sequences (H=32, K=V=128), and the decode kernel's bandwidth target: at least 70% of the
 # device's peak at B >= 64 (scripts/hbm-target.awk). First, the sandbox diagnosis (below); then the
@@ -185,7 +186,10 @@ ran_on_device verify-layer "$out/verify-layer.json"
 layer_ops=("rmsnorm-smoke rmsnorm_cuda_bf16,rmsnorm_cpu_blocked_bf16"
            "add-rmsnorm-smoke add_rmsnorm_cuda_bf16,add_rmsnorm_cpu_blocked_bf16"
            "swiglu-smoke swiglu_cuda_bf16,swiglu_cpu_fused_bf16"
-           "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16")
+           "gemm-smoke gemm_cuda_cublaslt_bf16,gemm_cpu_blocked_bf16"
+           "rope-smoke rope_cuda_bf16,rope_cpu_cache_bf16"
+           "moe-router-smoke moe_router_cuda_f32,moe_router_cpu_naive_f32"
+           "gemm-fp8-block-smoke gemm_fp8_block_cuda_cublaslt,gemm_fp8_block_cpu_deepgemm_bf16")
 layer_ops_cmd="rc=0; "
 for pair in "${layer_ops[@]}"; do
   read -r suite cands <<<"$pair"

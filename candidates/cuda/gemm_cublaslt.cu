@@ -1,6 +1,6 @@
-// The cuBLASLt GEMM candidate (gemm_cublaslt.h). Host code only: cuBLASLt picks and runs the kernel.
+// The cuBLASLt GEMM candidates (gemm_cublaslt.h). Host code only: cuBLASLt picks and runs the kernel.
 // No emulator: cuBLASLt's kernels are NVIDIA's binaries, so this file is compiled by nvcc into
-// dg_cuda and runs only on a device; the emulated builds register the name as NOT_SUPPORTED
+// dg_cuda and runs only on a device; the emulated builds register the names as NOT_SUPPORTED
 // (emu/gemm_cublaslt_emu.cpp).
 //
 // The library is opened at the first call (dlopen of libcublasLt.so.<the toolkit's major>), not
@@ -21,24 +21,41 @@
 // format_bound.y), not bit for bit. The algorithm is the heuristic's first choice for a 32 MiB
 // workspace, asked once per call (descriptors are cheap; the handle is one per thread, kept).
 //
-// FP8 with block scales is not built here. CUDA 13's cublasLt.h declares the scale modes
-// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F for 1x128 activation blocks, BLK128x128_32F for
-// 128x128 weight blocks, DeepSeek-V3's recipe), but the gemm op stores bf16/f16/f32/f64 operands
-// with no scale tensors, so a block-scaled candidate would have to quantize inside itself and be
-// judged against a reference that never saw the quantization; it waits for an op whose inputs carry
-// e4m3 data and its scales. Which devices run those modes (the heuristic returns no algorithm where
-// they are unsupported) is for that candidate's GPU check to say.
+// gemm_fp8_block_cuda_cublaslt (op gemm_fp8_block): the same TN call on e4m3 operands with
+// DeepSeek-V3's block scales, as multipliers: A = w with CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+// (one f32 per 128 x 128 block) and B = x with CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (one f32 per
+// 1 x 128 block along K), CUBLAS_COMPUTE_32F, D in bf16 (C is D, beta 0). Architectures: CUDA 13's
+// cublasLt.h declares both modes but does not say which devices run them; cuBLAS's documentation
+// (the 12.9 release that added them, and the scaling-mode support table) lists them for FP8 on
+// compute capability 9.0 (Hopper) only, Blackwell's block-scaled tensor cores taking the MX modes
+// (VEC32_UE8M0, VEC16_UE4M3) instead. So the candidate runs on 9.x devices and is NOT_SUPPORTED,
+// saying so, on any other (and where the heuristic offers no algorithm).
+// Scale layouts (each a column-major grid over the operand's blocks in cuBLAS's terms): w_scale as
+// the op stores it, [ceil(N/128), K/128] row-major, K/128 fastest (the blocks of A, K x N, in
+// column-major order); x_scale transposed on the host to [K/128, M], M fastest ("outer-dim-major",
+// the layout PyTorch's _scaled_mm hands cuBLAS for the 1 x 128 recipe). These layouts have not yet
+// been confirmed on a device (no GPU ran this candidate when it was written): a wrong one multiplies
+// blocks by other blocks' scales, which misses the op's format bound (gemm_fp8_block_bound_ratio) and
+// verify's bits by orders of magnitude, so scripts/gpu-check.sh (cuda-tests, and verify-layer-ops on
+// gemm-fp8-block-smoke) settles it on the first run.
+// Numerics: the library's FP8 MMA partials (Hopper's accumulator keeps about 14 bits, DeepSeek-V3's
+// measurement) promoted to f32 with the scales, as gemm_fp8_block_cpu_deepgemm_bf16 models; the
+// candidate declares the same tf32 state dtype, so the op's bound allows for that accumulator. D's
+// leading dimension is N rounded up to 8 (16-byte rows, which the FP8 kernels require); the rows are
+// compacted on the host.
 #include "candidates/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "candidates/cuda/cuda_rt.h"
 #include "harness/ops/gemm.h"
+#include "harness/ops/gemm_fp8_block.h"
 
 namespace dg {
 namespace {
@@ -155,6 +172,55 @@ void describe(Descs& ds, const GemmParams& p, const void* bias) {
   DG_LT(lt().pref_set(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
 }
 
+// The FP8 call's descriptors (the head comment): w's and x's e4m3 layouts, their block scales, D in
+// bf16 with leading dimension ldd.
+void describe_fp8(Descs& ds, const GemmFp8BlockParams& p, const void* w_scale, const void* x_scale, int64_t ldd) {
+  DG_LT(lt().desc_create(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
+  set(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
+  set(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
+  set(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  DG_LT(lt().layout_create(&ds.a, CUDA_R_8F_E4M3, u(p.K), u(p.N), p.K));
+  DG_LT(lt().layout_create(&ds.b, CUDA_R_8F_E4M3, u(p.K), u(p.M), p.K));
+  DG_LT(lt().layout_create(&ds.d, CUDA_R_16BF, u(p.N), u(p.M), ldd));
+  DG_LT(lt().pref_create(&ds.pref));
+  const uint64_t ws = kWorkspaceBytes;
+  DG_LT(lt().pref_set(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+}
+
+// Throws NotSupported unless the current device is compute capability 9.x (the head comment).
+void require_block_scaled_fp8() {
+  int dev = 0, major = 0, minor = 0;
+  DG_CUDA(cudaGetDevice(&dev));
+  DG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  DG_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9)
+    throw NotSupported("cuBLASLt's 1x128 / 128x128 block-scaled FP8 runs on compute capability 9.x (Hopper); this "
+                       "device is " + std::to_string(major) + "." + std::to_string(minor));
+}
+
+// x_scale [M, K/128] (row-major, any float dtype) as [K/128, M], M fastest, in f32 on the host.
+Tensor x_scale_outer_major(const Tensor& xs, const GemmFp8BlockParams& p) {
+  const Tensor h = convert(xs.device() == Device::host ? xs : xs.to(Device::host), DType::f32);
+  Tensor t(DType::f32, {p.kb(), p.M});
+  for (int64_t m = 0; m < p.M; ++m)
+    for (int64_t b = 0; b < p.kb(); ++b) t.data<float>()[b * p.M + m] = h.data<float>()[m * p.kb() + b];
+  return t;
+}
+
+// D [M rows of ldd bf16] on the device -> y [M, N] (rows compacted, then one rounding to y's dtype).
+void store_rows(const void* dev, int64_t M, int64_t N, int64_t ldd, Tensor& y) {
+  Tensor h(DType::bf16, {M, ldd}), c(DType::bf16, {M, N});
+  device_copy(h.bytes(), Device::host, dev, Device::cuda, h.nbytes());
+  for (int64_t m = 0; m < M; ++m) std::memcpy(c.bytes() + m * N * 2, h.bytes() + m * ldd * 2, static_cast<size_t>(N) * 2);
+  const Tensor o = y.dtype() == DType::bf16 ? c : convert(c, y.dtype());
+  if (y.device() == Device::host) std::memcpy(y.bytes(), o.bytes(), o.nbytes());
+  else device_copy(y.bytes(), y.device(), o.bytes(), Device::host, o.nbytes());
+}
+
 }  // namespace
 
 void gemm_cuda_cublaslt_bf16(const Case& c, const TensorMap& in, TensorMap& out) {
@@ -181,6 +247,35 @@ void gemm_cuda_cublaslt_bf16(const Case& c, const TensorMap& in, TensorMap& out)
     DG_LAUNCHED("cublasLtMatmul");
   });
   store_output(dy, DType::bf16, y);
+}
+
+void gemm_fp8_block_cuda_cublaslt(const Case& c, const TensorMap& in, TensorMap& out) {
+  const char* op = "gemm_fp8_block";
+  require_device();
+  require_block_scaled_fp8();
+  lt();
+  const GemmFp8BlockParams p = gemm_fp8_block_params(c);
+  const void* x = device_input(need(in, "x", op, p.M * p.K), DType::e4m3, "x");
+  const void* w = device_input(need(in, "w", op, p.N * p.K), DType::e4m3, "w");
+  const void* ws_dev = f32_input(in, "w_scale", op, p.nb() * p.kb());
+  const void* xs_dev = device_input(x_scale_outer_major(need(in, "x_scale", op, p.M * p.kb()), p), DType::f32, "x_scale");
+  Tensor& y = need(out, "y", op, p.M * p.N);
+  const int64_t ldd = (p.N + 7) / 8 * 8;
+  void* dy = scratch().get("y", static_cast<size_t>(p.M * ldd) * 2);
+  void* ws = scratch().get("cublaslt_workspace", kWorkspaceBytes);
+  Descs ds;
+  describe_fp8(ds, p, ws_dev, xs_dev, ldd);
+  cublasLtMatmulHeuristicResult_t algo{};
+  int found = 0;
+  DG_LT(lt().heuristic(handle(), ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &algo, &found));
+  if (found == 0) throw NotSupported("cuBLASLt has no block-scaled FP8 algorithm for " + c.str() + " on this device");
+  const float alpha = 1.0f, beta = 0.0f;
+  run_launch([&](cudaStream_t s) {
+    DG_LT(lt().matmul(handle(), ds.op, &alpha, w, ds.a, x, ds.b, &beta, dy, ds.d, dy, ds.d, &algo.algo, ws,
+                      kWorkspaceBytes, s));
+    DG_LAUNCHED("cublasLtMatmul (FP8, block scales)");
+  });
+  store_rows(dy, p.M, p.N, ldd, y);
 }
 
 }  // namespace dg

@@ -3,7 +3,9 @@
 #include "candidates/cuda/device.h"
 #include "candidates/cuda/gemm_cublaslt.h"
 #include "candidates/cuda/kda_cuda.h"
+#include "candidates/cuda/moe_router.h"
 #include "candidates/cuda/rmsnorm.h"
+#include "candidates/cuda/rope.h"
 #include "candidates/cuda/swiglu.h"
 #include "harness/cases/registry.h"
 
@@ -24,6 +26,9 @@ void rmsnorm_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSup
 void add_rmsnorm_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void swiglu_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void gemm_cuda_cublaslt_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void gemm_fp8_block_cuda_cublaslt(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void rope_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void moe_router_cuda_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void register_cuda_device_ops() {}
 
 }  // namespace dg
