@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -355,6 +356,27 @@ T field(const nlohmann::json& j, const char* name) {
 }
 
 }  // namespace
+
+double compute_peak_factor(DType input, const std::string& cpu_flags) {
+  if (info(input).storage_bytes > 2) return 1.0;
+  std::istringstream words(cpu_flags);
+  bool dot2 = false;
+  for (std::string w; words >> w;) {
+    if (w.rfind("amx_", 0) == 0) return std::numeric_limits<double>::infinity();
+    if (w == "avx512_bf16" || w == "avx512_fp16") dot2 = true;
+  }
+  return dot2 ? 2.0 : 1.0;
+}
+
+double compute_peak_factor(DType input) {
+  static const std::string flags = [] {
+    std::ifstream f("/proc/cpuinfo");
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("flags", 0) == 0) return line.substr(line.find(':') == std::string::npos ? 0 : line.find(':') + 1);
+    return std::string();
+  }();
+  return compute_peak_factor(input, flags);
+}
 
 std::string this_cpu_model() {
   std::ifstream f("/proc/cpuinfo");

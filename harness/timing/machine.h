@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/core/dtype.h"
+
 namespace dg {
 
 struct MachineLimits {
@@ -46,6 +48,16 @@ struct MachineLimits {
 // larger budget gives more repetitions, i.e. a better chance of an undisturbed run on a shared
 // machine; it does not change the array sizes.
 MachineLimits measure_machine(double seconds_budget = 2.0);
+
+// How many times the f32 FMA peak an honest kernel can reach here on inputs of dtype `input`: the
+// compute part of the physical-bound rule's floor divides by it. Inputs of 16 bits and narrower
+// have dot-product instructions of twice the f32 FMA rate where `cpu_flags` (/proc/cpuinfo's flags
+// line) lists avx512_bf16 or avx512_fp16 (VDPBF16PS: 32 bf16 products a lane pair per instruction
+// where VFMADD231PS does 16), and AMX tiles (amx_bf16, amx_fp16, amx_int8) a multiple no FMA
+// figure bounds: there it returns +inf (no compute floor; the memory floor stays). 1 otherwise.
+double compute_peak_factor(DType input, const std::string& cpu_flags);
+// The same for this machine's flags.
+double compute_peak_factor(DType input);
 
 // What this process sees now: the CPU model string and the CPU count of its affinity mask.
 std::string this_cpu_model();

@@ -25,7 +25,11 @@ Throughput throughput_of(const std::vector<double>& seconds, const Case& c, cons
   t.gflops = flops / t.median_s / 1e9;
   t.gbs = bytes / t.median_s / 1e9;
   double mem_floor = m.stream_triad_gbs_all > 0 ? bytes / (m.stream_triad_gbs_all * 1e9) : 0;
-  double flop_floor = m.f32_fma_gflops_all > 0 ? flops / (m.f32_fma_gflops_all * 1e9) : 0;
+  // Narrow inputs can go faster than f32 FMAs (bf16 dot products, AMX tiles: compute_peak_factor),
+  // whether the candidate reads them narrow or the case stores them so (exact in any wider format).
+  const DType narrowest = info(c.dtype()).storage_bytes < info(storage.input).storage_bytes ? c.dtype() : storage.input;
+  double flop_floor =
+      m.f32_fma_gflops_all > 0 ? flops / (m.f32_fma_gflops_all * 1e9 * compute_peak_factor(narrowest)) : 0;
   t.floor_s = std::max(mem_floor, flop_floor);
   t.pct_of_limit = t.floor_s > 0 ? 100.0 * t.floor_s / t.median_s : 0;
   // The fastest honest call cannot beat the floor; compare the fastest sample, not the median.

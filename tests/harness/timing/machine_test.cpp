@@ -85,6 +85,24 @@ class MachineCache : public ::testing::Test {
   fs::path dir_;
 };
 
+// The compute floor of the physical-bound rule follows what the CPU can do on the inputs' format:
+// bf16 dot products at twice the f32 FMA rate where avx512_bf16 (or avx512_fp16) is listed, no
+// compute floor with AMX tiles, and the f32 peak for f32 and f64 inputs whatever the flags. (An
+// honest oneDNN bf16 matmul read as faster than the f32 peak allows on an AVX512_BF16 machine.)
+TEST(MachineLimits, NarrowInputsMayBeatTheF32FmaPeakWhereTheCpuHasTheInstructions) {
+  const std::string avx512 = "fpu sse2 avx2 fma avx512f avx512bw";
+  EXPECT_EQ(compute_peak_factor(DType::bf16, avx512), 1.0);
+  EXPECT_EQ(compute_peak_factor(DType::bf16, avx512 + " avx512_bf16 avx512_vnni"), 2.0);
+  EXPECT_EQ(compute_peak_factor(DType::f16, avx512 + " avx512_fp16"), 2.0);
+  EXPECT_EQ(compute_peak_factor(DType::e4m3, avx512 + " avx512_bf16"), 2.0);
+  EXPECT_TRUE(std::isinf(compute_peak_factor(DType::bf16, avx512 + " amx_bf16 amx_tile amx_int8")));
+  for (DType wide : {DType::f32, DType::f64}) {
+    EXPECT_EQ(compute_peak_factor(wide, avx512 + " avx512_bf16"), 1.0);
+    EXPECT_EQ(compute_peak_factor(wide, avx512 + " amx_bf16"), 1.0);
+  }
+  EXPECT_EQ(compute_peak_factor(DType::bf16, ""), 1.0);
+}
+
 TEST(MachineJson, RoundTrip) {
   const MachineLimits m = fake_limits();
   const nlohmann::json j = to_json(m);
