@@ -271,6 +271,29 @@ Table precision_table(const std::vector<CaseView>& cases) {
   return t;
 }
 
+// The op's own measures (OpSpec::measure: a router's wide flips, a GEMM's format bound), one row
+// per measure of every record that has them; empty when none has.
+Table measures_table(const std::vector<CaseView>& cases) {
+  Table t{{"case", "candidate", "measure", "value", "limit", "judged", "disposition"}, {}};
+  for (const CaseView& c : cases)
+    for (const Entry& e : c.entries) {
+      const json& rec = *e.record;
+      if (!rec.contains("measures") || !rec.at("measures").is_object()) continue;
+      for (const auto& [name, m] : rec.at("measures").items()) {
+        const double value = num(m, "value"), limit = num(m, "limit");
+        const bool relative = m.contains("relative") && m.at("relative").is_boolean() && m.at("relative").get<bool>();
+        const bool over = !std::isnan(limit) && !(value <= limit);
+        const std::string v = general(value);
+        t.rows.push_back({"`" + c.case_str + "`", who(e), name, over ? "**" + v + "**" : v,
+                          std::isnan(limit) ? "-" : general(limit),
+                          relative ? (std::isnan(limit) ? "against base and naive" : "absolute; against base and naive")
+                                   : (std::isnan(limit) ? "report only" : "absolute"),
+                          str(rec, "disposition")});
+      }
+    }
+  return t;
+}
+
 // Speed rows: a gate's speedups, or a bench's ratios against each case's first candidate (the
 // interval from the two medians' intervals, conservative: lo = first.lo / this.hi).
 struct SpeedLine {
@@ -470,6 +493,10 @@ RenderedReport render_report(const std::vector<RunFile>& runs) {
     const Table t = precision_table(cases[i]);
     html += "<h3>" + xml_escape(runs[i].path) + "</h3>" + table_html(t, "precision") + "\n";
     md += "### " + runs[i].path + "\n\n" + table_md(t) + "\n";
+    const Table m = measures_table(cases[i]);
+    if (m.rows.empty()) continue;
+    html += "<h4>the op's own measures</h4>" + table_html(m, "measures") + "\n";
+    md += "The op's own measures:\n\n" + table_md(m) + "\n";
   }
   html += "</section>\n";
 

@@ -81,6 +81,23 @@ TEST_F(Report, WritesHtmlAndMarkdownWithEverySection) {
   EXPECT_THAT(r.out, HasSubstr("wrote " + out + "/report.html"));
 }
 
+// An op judged by its own measures (moe_router: a set and its weights) gets them in the report: one
+// row per measure, the value over its limit in bold, where the precision table has only dashes.
+TEST(ReportMeasures, AnOpsMeasuresAreTabledWithTheirLimits) {
+  const std::string json = tmp("router_verify.json"), out = tmp("router_report");
+  testing::CliResult v = run("verify --candidate moe_router_cpu_naive_f32,moe_router_mutant_bias_ignored --case "
+                             "'moe_router(T=16,E=64,k=4,regime=bias_dominant,dtype=f32,seed=0)' --json " + json);
+  ASSERT_EQ(v.rc, 1) << v.out << v.err;   // the mutant picks other experts at wide margins
+  testing::CliResult r = run("report " + json + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const std::string md = slurp(out + "/report.md"), html = slurp(out + "/report.html");
+  EXPECT_THAT(md, HasSubstr("The op's own measures:"));
+  EXPECT_THAT(md, ::testing::ContainsRegex("\\| moe_router_cpu_naive_f32 \\| flips_wide \\| 0 \\| 0 \\| absolute \\| PASSED \\|"));
+  EXPECT_THAT(md, ::testing::ContainsRegex("\\| moe_router_mutant_bias_ignored \\| flips_wide \\| \\*\\*[0-9.e+]+\\*\\* \\| 0 \\| absolute \\| INCORRECT \\|"));
+  EXPECT_THAT(md, HasSubstr("| set_agreement |"));
+  EXPECT_THAT(html, HasSubstr("the op's own measures"));
+}
+
 TEST_F(Report, RendersInHeadlessChromium) {
   const std::string out = tmp("render");
   ASSERT_EQ(run("report " + gate_dir_ + "/verdict.json --out " + out).rc, 0);
