@@ -154,41 +154,55 @@ void set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& 
   DG_LT(lt().desc_set(op, attr, &v, sizeof v));
 }
 
-void describe(Descs& ds, const GemmParams& p, const void* bias) {
+// The descriptors every call shares: D = op(A)^T op(B) with A = w [N,K] and B = x [M,K] in `operand`
+// (row-major, so K is each column's leading dimension), D [M rows of ldd] bf16, f32 compute, and
+// the workspace preference.
+void describe_common(Descs& ds, cudaDataType_t operand, int64_t M, int64_t N, int64_t K, int64_t ldd) {
   DG_LT(lt().desc_create(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  if (bias) {
-    set(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-    set(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_16BF));
-  }
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  DG_LT(lt().layout_create(&ds.a, CUDA_R_16BF, u(p.K), u(p.N), p.K));
-  DG_LT(lt().layout_create(&ds.b, CUDA_R_16BF, u(p.K), u(p.M), p.K));
-  DG_LT(lt().layout_create(&ds.d, CUDA_R_16BF, u(p.N), u(p.M), p.N));
+  DG_LT(lt().layout_create(&ds.a, operand, u(K), u(N), K));
+  DG_LT(lt().layout_create(&ds.b, operand, u(K), u(M), K));
+  DG_LT(lt().layout_create(&ds.d, CUDA_R_16BF, u(N), u(M), ldd));
   DG_LT(lt().pref_create(&ds.pref));
   const uint64_t ws = kWorkspaceBytes;
   DG_LT(lt().pref_set(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
 }
 
+void describe(Descs& ds, const GemmParams& p, const void* bias) {
+  describe_common(ds, CUDA_R_16BF, p.M, p.N, p.K, p.N);
+  if (bias) {
+    set(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    set(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_16BF));
+  }
+}
+
 // The FP8 call's descriptors (the head comment): w's and x's e4m3 layouts, their block scales, D in
 // bf16 with leading dimension ldd.
 void describe_fp8(Descs& ds, const GemmFp8BlockParams& p, const void* w_scale, const void* x_scale, int64_t ldd) {
-  DG_LT(lt().desc_create(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  set(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  describe_common(ds, CUDA_R_8F_E4M3, p.M, p.N, p.K, ldd);
   set(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
   set(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
   set(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
   set(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
-  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  DG_LT(lt().layout_create(&ds.a, CUDA_R_8F_E4M3, u(p.K), u(p.N), p.K));
-  DG_LT(lt().layout_create(&ds.b, CUDA_R_8F_E4M3, u(p.K), u(p.M), p.K));
-  DG_LT(lt().layout_create(&ds.d, CUDA_R_16BF, u(p.N), u(p.M), ldd));
-  DG_LT(lt().pref_create(&ds.pref));
-  const uint64_t ws = kWorkspaceBytes;
-  DG_LT(lt().pref_set(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+}
+
+// D = w x^T through the heuristic's first algorithm, as one timed launch; NotSupported naming `kind`
+// when cuBLASLt has none for the case.
+void run_matmul(const Descs& ds, const void* w, const void* x, void* dy, const Case& c, const std::string& kind) {
+  void* ws = scratch().get("cublaslt_workspace", kWorkspaceBytes);
+  cublasLtMatmulHeuristicResult_t algo{};
+  int found = 0;
+  DG_LT(lt().heuristic(handle(), ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &algo, &found));
+  if (found == 0) throw NotSupported("cuBLASLt has no " + kind + " algorithm for " + c.str() + " on this device");
+  const float alpha = 1.0f, beta = 0.0f;
+  run_launch([&](cudaStream_t s) {
+    DG_LT(lt().matmul(handle(), ds.op, &alpha, w, ds.a, x, ds.b, &beta, dy, ds.d, dy, ds.d, &algo.algo, ws,
+                      kWorkspaceBytes, s));
+    cu::check(cudaGetLastError(), ("launch of cublasLtMatmul (" + kind + ")").c_str(), __FILE__, __LINE__);
+  });
 }
 
 // Throws NotSupported unless the current device is compute capability 9.x (the head comment).
@@ -233,19 +247,9 @@ void gemm_cuda_cublaslt_bf16(const Case& c, const TensorMap& in, TensorMap& out)
   const void* bias = p.bias ? bf16_input_via_f32(in, "bias", op, p.N) : nullptr;
   Tensor& y = need(out, "y", op, p.M * p.N);
   void* dy = scratch().get("y", static_cast<size_t>(p.M * p.N) * 2);
-  void* ws = scratch().get("cublaslt_workspace", kWorkspaceBytes);
   Descs ds;
   describe(ds, p, bias);
-  cublasLtMatmulHeuristicResult_t algo{};
-  int found = 0;
-  DG_LT(lt().heuristic(handle(), ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &algo, &found));
-  if (found == 0) throw NotSupported("cuBLASLt has no bf16 algorithm for " + c.str() + " on this device");
-  const float alpha = 1.0f, beta = 0.0f;
-  run_launch([&](cudaStream_t s) {
-    DG_LT(lt().matmul(handle(), ds.op, &alpha, w, ds.a, x, ds.b, &beta, dy, ds.d, dy, ds.d, &algo.algo, ws,
-                      kWorkspaceBytes, s));
-    DG_LAUNCHED("cublasLtMatmul");
-  });
+  run_matmul(ds, w, x, dy, c, "bf16");
   store_output(dy, DType::bf16, y);
 }
 
@@ -262,19 +266,9 @@ void gemm_fp8_block_cuda_cublaslt(const Case& c, const TensorMap& in, TensorMap&
   Tensor& y = need(out, "y", op, p.M * p.N);
   const int64_t ldd = (p.N + 7) / 8 * 8;
   void* dy = scratch().get("y", static_cast<size_t>(p.M * ldd) * 2);
-  void* ws = scratch().get("cublaslt_workspace", kWorkspaceBytes);
   Descs ds;
   describe_fp8(ds, p, ws_dev, xs_dev, ldd);
-  cublasLtMatmulHeuristicResult_t algo{};
-  int found = 0;
-  DG_LT(lt().heuristic(handle(), ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &algo, &found));
-  if (found == 0) throw NotSupported("cuBLASLt has no block-scaled FP8 algorithm for " + c.str() + " on this device");
-  const float alpha = 1.0f, beta = 0.0f;
-  run_launch([&](cudaStream_t s) {
-    DG_LT(lt().matmul(handle(), ds.op, &alpha, w, ds.a, x, ds.b, &beta, dy, ds.d, dy, ds.d, &algo.algo, ws,
-                      kWorkspaceBytes, s));
-    DG_LAUNCHED("cublasLtMatmul (FP8, block scales)");
-  });
+  run_matmul(ds, w, x, dy, c, "block-scaled FP8");
   store_rows(dy, p.M, p.N, ldd, y);
 }
 
