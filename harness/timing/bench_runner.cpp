@@ -471,14 +471,9 @@ class Runner {
 
   // Regenerate, in place, what the slot holds at its next visit.
   void regenerate_slot(Slot& slot) {
-    TensorMap fresh = generate_inputs(c_.with("seed", std::to_string(slot.seed)));
-    for (auto& [name, t] : slot.in) {
-      const Tensor& f = fresh.at(name);
-      if (rotatable(t))
-        rotate_copy(f, t, slot.base + slot.visits);
-      else if (t.nbytes())
-        std::memcpy(t.bytes(), f.bytes(), t.nbytes());
-    }
+    const TensorMap fresh = rotated(generate_inputs(c_.with("seed", std::to_string(slot.seed))), slot.base + slot.visits);
+    for (auto& [name, t] : slot.in)
+      if (t.nbytes()) std::memcpy(t.bytes(), fresh.at(name).bytes(), t.nbytes());
   }
 
   void hash_outputs(const TensorMap& got, const TensorMap& mine, CallRecord& r) const {
