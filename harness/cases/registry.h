@@ -102,6 +102,8 @@ struct OpSpec {
   // Shapes of the output and in-out tensors of a case.
   std::function<std::map<std::string, std::vector<int64_t>>(const Case&)> output_shapes;
   // Checks stored inputs (names, dtypes, shapes, finiteness) against the case; throws InputError.
+  // Left empty, register_op sets it to check_inputs_exact against `inputs`; an op sets its own to
+  // check more (KDA's cu_seqlens, rope's positions) after calling check_inputs_exact.
   std::function<void(const Case&, const TensorMap&)> check_inputs;
   // The reference on the given inputs at a tier; `max_tokens` < 0 means the whole case.
   std::function<RefOutputs(const Case&, const TensorMap&, Tier, int64_t max_tokens)> reference;
@@ -142,7 +144,14 @@ void register_regime(Regime r);
 const Regime* find_regime(std::string_view op, std::string_view name);
 std::vector<const Regime*> all_regimes();
 
+// Registers an op (at static initialisation); an empty check_inputs becomes check_inputs_exact.
 void register_op(OpSpec spec);
+
+// The stored-input check of every op: `in` holds exactly the tensors of `want` (OpSpec::inputs), each
+// with exactly its dtype (a bf16 case's q stored as f16 or f64 is refused, not converted) and shape,
+// and every float tensor holds no NaN/Inf. Throws InputError naming the tensor and the problem; an
+// extra tensor is refused with its name.
+void check_inputs_exact(const Case& c, const TensorMap& in, const std::map<std::string, InputSpec>& want);
 const OpSpec* find_op(std::string_view name);     // nullptr when unknown
 std::vector<const OpSpec*> all_ops();
 

@@ -138,8 +138,6 @@ std::map<std::string, InputSpec> fused_inputs(const Case& c) {
   return in;
 }
 
-void fused_check(const Case& c, const TensorMap& in) { check_inputs_exact(c, in, fused_inputs(c)); }
-
 // Copies the per-sequence blocks of `from` (sequence order) into `pool` slots, or back.
 void to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
   const int64_t per = from.numel() / B;
@@ -235,7 +233,6 @@ OpSpec fused_spec() {
             {"conv_k", {p.B, f.Cq, f.W - 1}}, {"conv_v", {p.B, f.Cv, f.W - 1}}};
   };
   s.inputs = fused_inputs;
-  s.check_inputs = fused_check;
   s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) { return fused_ref(c, in, tier, max_tokens); };
   s.certify = [](const Case& c, const TensorMap& in, Tier tier) {
     const std::optional<Tier> up = next_tier(tier);

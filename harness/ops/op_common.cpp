@@ -11,53 +11,10 @@
 #include "harness/cases/registry.h"
 
 namespace dg {
-namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? "," : "", shape[i]);
-  return s + "]";
-}
-
-void check_finite(const Tensor& t, const std::string& name) {
-  std::vector<double> buf(4096);
-  for (int64_t off = 0; off < t.numel(); off += static_cast<int64_t>(buf.size())) {
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(buf.size()), t.numel() - off);
-    t.read(off, std::span<double>(buf.data(), static_cast<size_t>(n)));
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(buf[static_cast<size_t>(i)]))
-        throw InputError(fmt::format("input tensor '{}' holds {} at flat index {}", name, buf[static_cast<size_t>(i)], off + i));
-  }
-}
-
-}  // namespace
-
 std::vector<ParamSpec> layer_params_tail(const char* regime_doc) {
   return {{"regime", ParamKind::text, "kimi_linear", regime_doc, true},
           {"dtype", ParamKind::text, "bf16", "dtype of the stored activations", true, {"f64", "f32", "bf16", "f16"}},
           {"seed", ParamKind::integer, "0", "RNG seed", true}};
-}
-
-void check_inputs_exact(const Case& c, const TensorMap& in, const std::map<std::string, InputSpec>& want) {
-  std::string extra;
-  for (const auto& [name, t] : in)
-    if (!want.count(name)) extra += fmt::format("{}'{}'", extra.empty() ? "" : ", ", name);
-  if (!extra.empty()) {
-    std::string known;
-    for (const auto& [name, spec] : want) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
-    throw InputError(fmt::format("unexpected input tensor(s) {} for {} (it reads exactly: {})", extra, c.str(), known));
-  }
-  for (const auto& [name, spec] : want) {
-    auto it = in.find(name);
-    if (it == in.end()) throw InputError(fmt::format("input tensor '{}' is missing for {}", name, c.str()));
-    const Tensor& t = it->second;
-    if (t.dtype() != spec.dtype)
-      throw InputError(fmt::format("input tensor '{}' is stored as {}, but {} reads it as {} (inputs are never converted)",
-                                   name, dg::name(t.dtype()), c.str(), dg::name(spec.dtype)));
-    if (t.shape() != spec.shape)
-      throw InputError(fmt::format("input tensor '{}' has shape {}, expected {}", name, t.shape_str(), shape_text(spec.shape)));
-    if (info(t.dtype()).is_float) check_finite(t, name);
-  }
 }
 
 Tensor leading_slice(const Tensor& t, int axis, int64_t keep) {
