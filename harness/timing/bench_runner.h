@@ -109,6 +109,7 @@ struct BenchSamples {
   double device_peak_gbs = 0;
   std::string device;
   int64_t calls = 0;                 // every call time_candidates made: warm-up, timed and re-runs
+  int reruns = 0;                    // re-runs compared bitwise with their timed call (at most 8)
   bool outputs_consistent = true;
   std::string inconsistency;         // the first problem: which call and which tensor (and how many more)
   // Outside timing (time_in_worker): `seconds` are driftgate's own clock's (device candidates: the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -312,6 +313,9 @@ TEST(BenchRunner, HonestCandidatesAreConsistentAndCheatsAreNot) {
       small_case(), fixed(6));
   ASSERT_EQ(r.size(), 7u);
   EXPECT_TRUE(r[0].outputs_consistent) << r[0].inconsistency;
+  // One re-run per input set (3 here) is compared bitwise with its timed call: picks skipped
+  // because their inputs could not be recreated would show here.
+  EXPECT_EQ(r[0].reruns, 3);
   for (size_t i = 1; i < r.size(); ++i) {
     EXPECT_FALSE(r[i].outputs_consistent) << r[i].candidate;
     EXPECT_THAT(r[i].inconsistency, HasSubstr("call")) << r[i].candidate;
@@ -441,6 +445,34 @@ TEST(Throughput, BytesCountTheNarrowerOfTheCasesAndTheCandidatesDtypes) {
   // The state counts at the candidate's state dtype whatever the case's.
   const Storage f64_state{DType::f64, DType::f64, DType::f64};
   EXPECT_DOUBLE_EQ(op.bytes(bf16, f64_state) - op.bytes(bf16, Storage{}), 32.0 * 32 * 4);
+}
+
+// The compute floor loosens for narrow inputs by what this CPU's instructions allow
+// (compute_peak_factor: 2x the f32 FMA peak with avx512_bf16) and no further: a compute-bound bf16
+// GEMM timed at 3x the f32 peak is INVALID (a clock the candidate forged, or work it skipped), one
+// at 1.5x is INVALID only where the CPU has no bf16 dot products, and an f32 GEMM at 1.5x always is.
+TEST(Throughput, AComputeBoundNarrowInputCheatBeyondTheCpusBf16RateIsBelowTheBound) {
+  const double factor = compute_peak_factor(DType::bf16);
+  if (std::isinf(factor)) GTEST_SKIP() << "this CPU has AMX tiles: no compute floor for bf16 inputs (the memory floor stays)";
+  MachineLimits m;
+  m.f32_fma_gflops_all = 100;
+  m.stream_triad_gbs_all = 1e6;   // the memory floor far below the compute floor
+  const Case bf16 = parse_case("gemm(M=512,N=512,K=512,regime=activations,dtype=bf16,seed=0)");
+  const Case f32 = bf16.with("dtype", "f32");
+  const double f32_floor = find_op("gemm")->flops(bf16) / (m.f32_fma_gflops_all * 1e9);
+  ASSERT_GT(f32_floor, 1e-3);
+  auto below = [&](const Case& c, double speedup, const Storage& st) {
+    const std::vector<double> seconds(5, f32_floor / speedup);
+    return throughput_of(seconds, c, m, st).below_physical_bound;
+  };
+  EXPECT_TRUE(below(bf16, 3.0, Storage{}));
+  EXPECT_EQ(below(bf16, 1.5, Storage{}), factor < 1.5);
+  EXPECT_FALSE(below(bf16, 0.9, Storage{}));
+  EXPECT_TRUE(below(f32, 1.5, Storage{}));
+  // An f32 case read as bf16 by the candidate gets the bf16 rate, and no more.
+  const Storage narrow{DType::bf16, DType::f32, DType::bf16};
+  EXPECT_TRUE(below(f32, 3.0, narrow));
+  EXPECT_EQ(below(f32, 1.5, narrow), factor < 1.5);
 }
 
 TEST(BenchRunner, AThrowingCandidateIsNamed) {
