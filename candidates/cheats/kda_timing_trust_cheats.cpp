@@ -27,6 +27,9 @@
 //                            driftgate's registry, data of the process it shares with the base):
 //                            the base beside it runs slower than in a process of its own (rule
 //                            base_alone)
+//   kda_cheat_patch_base_even 1.3x slower; rewrites the others the same way to run 1.3x slower, so
+//                            beside it the base reads the same speed (SAME or AMBIGUOUS, which
+//                            pass): slower than the base in a process of its own (rule base_alone)
 //   kda_cheat_early_stop     runs the chunk kernel, then on 3 calls in 5 spins as long again:
 //                            1.8x slower than the recurrent base on most calls, faster on the rest,
 //                            so 7 pairs cannot decide; at its first call it moves its process's
@@ -142,23 +145,32 @@ void unstoppable(const Case& c, const TensorMap& in, TensorMap& out) {
 
 // --- the other candidates' code, rewritten in the process they share with it ------------------
 
-void patch_base(const Case& c, const TensorMap& in, TensorMap& out) {
+// Runs the honest kernel `self` times as long, and at its first call rewrites every other kda
+// candidate in its process (but those named `self_name`) to run `others` times as long. One
+// instantiation per cheat: each has its own copy and once-flag.
+template <int kCheat>
+void patch_others(const char* self_name, double self, double others, const Case& c, const TensorMap& in, TensorMap& out) {
   static const Candidate original = honest();   // a copy, taken before any entry is rewritten
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [self_name, others] {
     for (const Candidate* k : all_candidates()) {
-      if (k->info().op != "kda" || k->name() == "kda_cheat_patch_base") continue;
+      if (k->info().op != "kda" || k->name() == self_name) continue;
       const Candidate was = *k;
-      *const_cast<Candidate*>(k) = Candidate(was.info(), [was](const Case& c, const TensorMap& in, TensorMap& out) {
+      *const_cast<Candidate*>(k) = Candidate(was.info(), [was, others](const Case& c, const TensorMap& in, TensorMap& out) {
         const int64_t t0 = cheats::real_monotonic_ns();
         was.run(c, in, out);
-        spin_ns(2 * (cheats::real_monotonic_ns() - t0));
+        spin_ns(static_cast<int64_t>((others - 1) * static_cast<double>(cheats::real_monotonic_ns() - t0)));
       });
     }
   });
   const int64_t t0 = cheats::real_monotonic_ns();
   original.run(c, in, out);
-  spin_ns((cheats::real_monotonic_ns() - t0) / 2);
+  spin_ns(static_cast<int64_t>((self - 1) * static_cast<double>(cheats::real_monotonic_ns() - t0)));
+}
+
+void patch_base(const Case& c, const TensorMap& in, TensorMap& out) { patch_others<0>("kda_cheat_patch_base", 1.5, 3.0, c, in, out); }
+void patch_base_even(const Case& c, const TensorMap& in, TensorMap& out) {
+  patch_others<1>("kda_cheat_patch_base_even", 1.3, 1.3, c, in, out);
 }
 
 }  // namespace
@@ -169,6 +181,9 @@ DG_REGISTER_CANDIDATE(kda_cheat_unstoppable,
 DG_REGISTER_CANDIDATE(kda_cheat_patch_base,
                       cheat_info("kda_cheat_patch_base", "1.5x slower, rewrites the other candidates in its process to run 3x slower (rule base_alone)"),
                       patch_base);
+DG_REGISTER_CANDIDATE(kda_cheat_patch_base_even,
+                      cheat_info("kda_cheat_patch_base_even", "1.3x slower, rewrites the other candidates in its process to run 1.3x slower (rule base_alone)"),
+                      patch_base_even);
 DG_REGISTER_CANDIDATE(kda_cheat_early_stop,
                       cheat_info("kda_cheat_early_stop", "1.8x slower on 3 calls in 5, moves its process's clock an hour ahead so a budget timed there ends at once (rule stop)"),
                       early_stop);

@@ -769,6 +769,7 @@ std::vector<BenchSamples> read_worker_report(const std::string& report, const Ti
     b.device_peak_gbs = s.at("device_peak_gbs");
     b.device = s.at("device");
     b.calls = json_integer<int64_t>(s.at("calls"));
+    b.reruns = json_integer<int>(s.at("reruns"));
     b.outputs_consistent = s.at("outputs_consistent");
     b.inconsistency = s.at("inconsistency");
     out.push_back(std::move(b));
@@ -819,34 +820,67 @@ struct BaseAloneFinding {
   int calls = 0;          // its calls alone (0: not measured)
 };
 
-// Rule base_alone: the base's calls beside the patch against its calls alone.
+}  // namespace
+
+std::string slower_than_base_alone(const std::string& candidate, const std::vector<double>& seconds,
+                                   const std::string& base, const std::vector<double>& base_beside,
+                                   const std::vector<double>& base_alone) {
+  if (seconds.size() < kBaseAloneMinCalls || base_alone.size() < kBaseAloneMinCalls) return "";
+  const RatioInterval r = bootstrap_ratio_ci(base_alone, seconds, 0.95, 2000, 11);   // its speedup over the base alone
+  if (r.hi * (1 + kBaseAloneTolerance) >= 1) return "";
+  // As slow beside the base: the speed verdict says SLOWER and rejects it on its own.
+  if (base_beside.size() >= kBaseAloneMinCalls &&
+      bootstrap_ratio_ci(base_beside, seconds, 0.95, 2000, 11).hi * (1 + kBaseAloneTolerance) < 1)
+    return "";
+  return fmt::format("{} ran at {:.2f}x [{:.2f}, {:.2f}] the speed of {} timed in a process of its own ({} and {} calls, "
+                     "medians {:.1f} and {:.1f} us): slower by more than {:.0f}%, whatever it read beside a base in its "
+                     "own process",
+                     candidate, r.estimate, r.lo, r.hi, base, seconds.size(), base_alone.size(), 1e6 * median_of(seconds),
+                     1e6 * median_of(base_alone), 100 * kBaseAloneTolerance);
+}
+
+namespace {
+
+// Rule base_alone: the base's calls beside the patch against its calls alone, and each other
+// candidate's calls against the base's calls alone. The first half catches code that slows the
+// base in the process they share; the second catches what such code is for, a patch slower than
+// the base that would read the same speed beside a base it slowed (an AMBIGUOUS or SAME speed does
+// not reject). Both take the same tolerance: processes differ in speed by chance (honest pairs
+// read 0.72-1.29 beside over alone under load), and an honest patch no slower than the base beside
+// it is no slower than the base alone by more than the base beside it is.
 BaseAloneFinding base_alone_rule(const std::vector<Sample>& shared, const AloneWorker& alone, const TimingRequest& req) {
   BaseAloneFinding f;
-  std::vector<double> beside, by_itself;
+  std::vector<std::vector<double>> beside(req.candidates.size());
+  std::vector<double> by_itself;
   for (const Sample& s : shared)
-    if (s.tag == 'R' && s.cand == 0) beside.push_back(s.wall);
+    if (s.tag == 'R' && s.cand >= 0 && static_cast<size_t>(s.cand) < beside.size()) beside[static_cast<size_t>(s.cand)].push_back(s.wall);
   for (const Sample& s : alone.server.samples)
     if (s.tag == 'R') by_itself.push_back(s.wall);
-  if (by_itself.size() < kBaseAloneMinCalls || beside.size() < kBaseAloneMinCalls) {
+  if (by_itself.size() < kBaseAloneMinCalls || beside[0].size() < kBaseAloneMinCalls) {
     std::string why = !alone.error.empty() ? alone.error
                       : alone.result.status != WorkerStatus::ok && !alone.result.message.empty()
                           ? fmt::format("{}: {}", worker_status_name(alone.result.status), alone.result.message)
                           : "";
     f.rule = fmt::format("rule base_alone: {} was timed {} times in a process of its own and {} times beside the "
                          "other candidates (at least {} each are needed to tell whether they slowed it){}",
-                         req.candidates[0], by_itself.size(), beside.size(), kBaseAloneMinCalls,
+                         req.candidates[0], by_itself.size(), beside[0].size(), kBaseAloneMinCalls,
                          why.empty() ? "" : "; the worker of its own: " + why);
     return f;
   }
-  const RatioInterval r = bootstrap_ratio_ci(beside, by_itself, 0.95, 2000, 7);
-  f.ratio = r;
+  f.ratio = bootstrap_ratio_ci(beside[0], by_itself, 0.95, 2000, 7);
   f.calls = static_cast<int>(by_itself.size());
-  if (r.lo > 1 + kBaseAloneTolerance)
-    f.rule = fmt::format("rule base_alone: {} ran {:.2f}x [{:.2f}, {:.2f}] slower in the timing process of {} "
-                         "({} calls, median {:.1f} us) than in a process of its own ({} calls, median {:.1f} us): "
-                         "code of the other candidates slowed it",
-                         req.candidates[0], r.estimate, r.lo, r.hi, fmt::join(req.candidates, " and "),
-                         beside.size(), 1e6 * median_of(beside), by_itself.size(), 1e6 * median_of(by_itself));
+  std::vector<std::string> found;
+  if (f.ratio.lo > 1 + kBaseAloneTolerance)
+    found.push_back(fmt::format("{} ran {:.2f}x [{:.2f}, {:.2f}] slower in the timing process of {} ({} calls, median "
+                                "{:.1f} us) than in a process of its own ({} calls, median {:.1f} us): code of the other "
+                                "candidates slowed it",
+                                req.candidates[0], f.ratio.estimate, f.ratio.lo, f.ratio.hi, fmt::join(req.candidates, " and "),
+                                beside[0].size(), 1e6 * median_of(beside[0]), by_itself.size(), 1e6 * median_of(by_itself)));
+  for (size_t ci = 1; ci < beside.size(); ++ci) {
+    const std::string problem = slower_than_base_alone(req.candidates[ci], beside[ci], req.candidates[0], beside[0], by_itself);
+    if (!problem.empty()) found.push_back(problem);
+  }
+  if (!found.empty()) f.rule = fmt::format("rule base_alone: {}", fmt::join(found, "; "));
   return f;
 }
 
@@ -1037,7 +1071,7 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},
                     {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled}, {"low_clock", s.low_clock},
                     {"device_peak_gbs", s.device_peak_gbs}, {"device", s.device},
-                    {"calls", s.calls}, {"outputs_consistent", s.outputs_consistent},
+                    {"calls", s.calls}, {"reruns", s.reruns}, {"outputs_consistent", s.outputs_consistent},
                     {"inconsistency", s.inconsistency}});
   write_file_atomic(report, nlohmann::json{{"samples", rows}}.dump() + "\n");
   return 0;

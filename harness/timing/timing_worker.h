@@ -162,4 +162,13 @@ std::string judge_timing(const std::string& candidate, const std::vector<double>
                          const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
                          const std::vector<double>& observer_delay = {});
 
+// Rule base_alone's second half (exposed for the tests): "" or why `candidate` (its times beside
+// the base, `seconds`) is slower than the base timed in a process of its own (`base_alone`) by more
+// than the rule's tolerance of 10%, i.e. the 95% interval of median(base_alone) / median(seconds)
+// lies wholly below 1 / 1.1, while beside the base (`base_beside`) it did not read as slow (where
+// it did, the speed verdict is SLOWER and rejects it without this rule).
+std::string slower_than_base_alone(const std::string& candidate, const std::vector<double>& seconds,
+                                   const std::string& base, const std::vector<double>& base_beside,
+                                   const std::vector<double>& base_alone);
+
 }  // namespace dg

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -302,6 +303,36 @@ TEST(TimingGate, AnUnstoppableProcessBreaksRuleIdle) {
 // slower than there (rule base_alone).
 TEST(TimingGate, BuiltInBasePatcherBreaksRuleBaseAlone) {
   expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_patch_base"), "base_alone");
+}
+
+// The point of slowing the base: kda_cheat_patch_base_even is 1.3x slower and makes the base beside
+// it 1.3x slower too, so the two read the same speed (which passes). Against the base timed alone it
+// is slower by more than the rule's 10% (rule base_alone, either half).
+TEST(TimingGate, APatchThatSlowsTheBaseToItsOwnSpeedBreaksRuleBaseAlone) {
+  expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_patch_base_even"), "base_alone");
+}
+
+// Rule base_alone's second half on its own: a candidate slower than the base timed alone by more
+// than 10% breaks it, unless it is as slow beside the base (then the speed verdict is SLOWER).
+TEST(BaseAlone, APatchSlowerThanTheBaseAloneBreaksTheRuleUnlessItReadsSlowerBesideIt) {
+  auto noisy = [](double median, size_t n) {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = median * (1 + 0.08 * std::sin(1.7 * static_cast<double>(i)));
+    return v;
+  };
+  const std::vector<double> alone = noisy(1e-3, 30);
+  // Slowed to the patch's speed beside it: caught, with both medians in the message.
+  const std::string found = slower_than_base_alone("p", noisy(1.3e-3, 30), "b", noisy(1.3e-3, 30), alone);
+  EXPECT_THAT(found, HasSubstr("p ran at 0.77x"));
+  EXPECT_THAT(found, HasSubstr("the speed of b timed in a process of its own"));
+  EXPECT_THAT(found, HasSubstr("slower by more than 10%"));
+  // Within the tolerance, or as fast: kept.
+  EXPECT_EQ(slower_than_base_alone("p", noisy(1.05e-3, 30), "b", noisy(1.05e-3, 30), alone), "");
+  EXPECT_EQ(slower_than_base_alone("p", noisy(0.7e-3, 30), "b", noisy(1e-3, 30), alone), "");
+  // As slow beside an unslowed base: the speed verdict's business.
+  EXPECT_EQ(slower_than_base_alone("p", noisy(1.3e-3, 30), "b", noisy(1e-3, 30), alone), "");
+  // Too few calls to tell.
+  EXPECT_EQ(slower_than_base_alone("p", noisy(1.3e-3, 4), "b", noisy(1.3e-3, 4), alone), "");
 }
 
 // Within a budget of two threads, a plugin that keeps two threads spinning between its own calls
