@@ -32,11 +32,12 @@ std::string tmp(const std::string& name) {
 
 testing::CliResult run(const std::string& args) { return testing::run_driftgate(args); }
 
-// The fields that differ between any two runs of one command: wall times, run ids, timestamps, the
-// machine and command (context), the digest over rows that hold times, and a merge's provenance.
+// The fields that differ between any two runs of one command: wall times (a row's and a record's
+// seconds and ref_seconds, a timed row's speed), run ids, timestamps, the machine and command
+// (context), the digest over rows that hold times, and a merge's provenance (shards).
 nlohmann::json scrubbed(nlohmann::json j) {
   if (j.is_object()) {
-    for (const char* k : {"seconds", "run_id", "started_at", "finished_at", "context", "rows_digest", "shards", "speed"})
+    for (const char* k : {"seconds", "ref_seconds", "run_id", "started_at", "finished_at", "context", "rows_digest", "shards", "speed"})
       j.erase(k);
     for (auto& [k, v] : j.items()) v = scrubbed(v);
   } else if (j.is_array()) {
@@ -93,8 +94,9 @@ TEST_F(ShardCli, GateShardsMergeIntoTheUnshardedVerdict) {
   ASSERT_EQ(merged["rows"].size(), whole["rows"].size());
   for (size_t k = 0; k < whole["rows"].size(); ++k)
     EXPECT_EQ(scrubbed(merged["rows"][k]), scrubbed(whole["rows"][k])) << "row " << k;
-  for (const auto& [key, v] : scrubbed(whole).items()) EXPECT_EQ(scrubbed(merged)[key], v) << key;
-  for (const auto& [key, v] : scrubbed(merged).items()) EXPECT_TRUE(whole.contains(key)) << key;
+  const nlohmann::json w = scrubbed(whole), m = scrubbed(merged);
+  for (const auto& [key, v] : w.items()) EXPECT_EQ(m[key], v) << key;
+  for (const auto& [key, v] : m.items()) EXPECT_TRUE(w.contains(key)) << key;
   EXPECT_EQ(merged["shards"]["count"], 3);
   EXPECT_EQ(merged["shards"]["missing"].size(), 0u);
   EXPECT_EQ(merged["shards"]["merged"].size(), 3u);
@@ -119,6 +121,16 @@ TEST_F(ShardCli, AMissingGateShardIsIncompleteAndNamed) {
   EXPECT_EQ(r.rc, 5);
   EXPECT_EQ(read_json(out)["rows"].size(), 2u);
   EXPECT_THAT(r.out, HasSubstr("shards missing: 0/3"));
+  // The merged key is the unsharded run's: gate --resume judges the missing cases here.
+  fs::create_directories(tmp("resumable"));
+  r = run("merge " + shard_file(1) + " " + shard_file(2) + " --out " + tmp("resumable") + "/verdict.json");
+  ASSERT_EQ(r.rc, 5);
+  r = run(kGate + " --resume --out " + tmp("resumable"));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const nlohmann::json resumed = read_json(tmp("resumable") + "/verdict.json"),
+                       whole = read_json(tmp("whole") + "/verdict.json");
+  EXPECT_EQ(resumed["verdict"], "MERGE");
+  EXPECT_EQ(scrubbed(resumed["rows"]), scrubbed(whole["rows"]));
 }
 
 TEST_F(ShardCli, MergeRefusesWhatIsNotOneRun) {
@@ -142,7 +154,7 @@ TEST_F(ShardCli, MergeRefusesWhatIsNotOneRun) {
   std::ofstream(tmp("edited.json")) << edited.dump();
   r = run("merge " + shard_file(0) + " " + tmp("edited.json") + " --out " + out);
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.err, HasSubstr("rows digest"));
+  EXPECT_THAT(r.err, HasSubstr("edited after driftgate wrote them"));
   // A shard of another run (other options: --ref-tier), a shard of another count.
   r = run(kGate + " --ref-tier f64 --shard 1/3 --out " + tmp("other_tier"));
   ASSERT_EQ(r.rc, 4) << r.out << r.err;
@@ -168,7 +180,7 @@ TEST_F(ShardCli, BadShardValuesExitTwoBeforeAnyWork) {
   for (const char* bad : {"3", "a/b", "3/3", "-1/2", "1/0"}) {
     for (const std::string& verb : {kGate + " --out " + tmp("bad"), kVerify + " --json " + tmp("bad.json"),
                                     std::string("bench --candidate rmsnorm_cpu_naive_f32") + kSuite + " --json " + tmp("bad.json")}) {
-      testing::CliResult r = run(verb + " --shard " + bad);
+      testing::CliResult r = run(verb + " --shard=" + bad);
       EXPECT_EQ(r.rc, 2) << verb << " --shard " << bad;
       EXPECT_THAT(r.err, HasSubstr(std::string("'") + bad + "'")) << r.err;
     }
@@ -256,7 +268,9 @@ TEST_F(ShardCli, TimedShardsRecordTheirMachine) {
   ASSERT_EQ(bm["driftgate_rows"].size(), 5u);
   EXPECT_EQ(bm["driftgate_rows"][4]["case"], "rmsnorm(N=4,D=100,regime=hidden,dtype=f64,seed=0)");
   for (const auto& row : bm["driftgate_rows"])
-    if (row.contains("median_s")) EXPECT_EQ(row["machine"], machine);
+    if (row.contains("median_s")) {
+      EXPECT_EQ(row["machine"], machine);
+    }
   EXPECT_TRUE(valid("bench", tmp("b_merged.json")));
 }
 

@@ -33,8 +33,9 @@ TEST(Shard, ParsesIndexOverCountFromZero) {
 }
 
 TEST(Shard, MalformedValuesAreInputErrorsNamingTheProblem) {
-  for (const char* bad : {"3", "a/b", "-1/2", "", "1/", "/3", " 1/3", "1/3/4", "+1/3", "1.0/3", "0x1/3"})
+  for (const char* bad : {"3", "a/b", "-1/2", "1/", "/3", " 1/3", "1/3/4", "+1/3", "1.0/3", "0x1/3"})
     EXPECT_THAT(refusal(bad), HasSubstr("is not a shard: expected i/n")) << bad;
+  EXPECT_THROW(parse_shard("", "x"), InputError);   // resolve_shard reads "" as no --shard
   EXPECT_THAT(refusal("3/3"), HasSubstr("numbered from 0, so the index must be below 3 (0 to 2; a Slurm array is submitted as --array=0-2)"));
   EXPECT_THAT(refusal("1/0"), HasSubstr("the number of shards must be 1 to"));
   EXPECT_THAT(refusal("0/100001"), HasSubstr("the number of shards must be 1 to 100000"));
