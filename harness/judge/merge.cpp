@@ -134,10 +134,15 @@ std::vector<int> check_together(const std::vector<ShardFile>& fs) {
   return missing;
 }
 
-// "shards": the files merged, the missing indices, and each distinct machine with its shards.
+// "shards": the files merged, the missing indices, and each distinct machine with its shards, all
+// in shard order.
 nlohmann::json shards_json(const std::vector<ShardFile>& fs, const std::vector<int>& missing) {
   nlohmann::json merged = nlohmann::json::array(), machines = nlohmann::json::array();
-  for (const ShardFile& f : fs) {
+  std::vector<const ShardFile*> by_index;
+  for (const ShardFile& f : fs) by_index.push_back(&f);
+  std::sort(by_index.begin(), by_index.end(), [](const ShardFile* x, const ShardFile* y) { return x->shard.index < y->shard.index; });
+  for (const ShardFile* fp : by_index) {
+    const ShardFile& f = *fp;
     const nlohmann::json m = f.j.at("shard").value("machine", nlohmann::json());
     merged.push_back({{"index", f.shard.index}, {"path", std::filesystem::absolute(f.path).string()},
                       {"sha256", sha256_hex(f.text)}, {"run_id", f.j.value("run_id", "")}, {"machine", m},
@@ -146,7 +151,6 @@ nlohmann::json shards_json(const std::vector<ShardFile>& fs, const std::vector<i
     if (it == machines.end()) machines.push_back({{"machine", m}, {"shards", {f.shard.index}}});
     else (*it)["shards"].push_back(f.shard.index);
   }
-  std::sort(merged.begin(), merged.end(), [](const auto& x, const auto& y) { return x["index"] < y["index"]; });
   return {{"count", fs.front().shard.count}, {"merged", merged}, {"missing", missing}, {"machines", machines}};
 }
 
@@ -314,6 +318,8 @@ MergeOutcome merge_shard_files(const std::vector<std::string>& files, const std:
   MergeOutcome o;
   o.kind = fs.front().kind;
   o.missing = check_together(fs);
+  check_output_file("merge --out", out);
+  lock_output("merge --out", out);   // held until this process ends, as gate's and verify's
   const nlohmann::json shards = shards_json(fs, o.missing);
   if (o.kind == "gate") o = merge_gates(fs, o, shards, out, command);
   else if (o.kind == "verify") o = merge_verifies(fs, o, shards, out, command);

@@ -104,6 +104,24 @@ TEST_F(ShardCli, GateShardsMergeIntoTheUnshardedVerdict) {
   EXPECT_FALSE(merged["resume_key"].contains("shard"));
 }
 
+// Shards that ran on two machines: the merge names both, with their shards, in verdict.json and
+// verdict.md (each row's speed stays its own shard's).
+TEST_F(ShardCli, ShardsOfTwoMachinesAreNamedNotMixed) {
+  nlohmann::json other = read_json(shard_file(2));
+  other["shard"]["machine"]["hostname"] = "other-node";
+  const std::string moved = tmp("moved.json");
+  std::ofstream(moved) << other.dump();
+  testing::CliResult r = run("merge " + moved + " " + shard_file(1) + " " + shard_file(0) + " --out " + tmp("two.json"));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const nlohmann::json m = read_json(tmp("two.json"));
+  ASSERT_EQ(m["shards"]["machines"].size(), 2u);
+  EXPECT_EQ(m["shards"]["machines"][1]["machine"]["hostname"], "other-node");
+  EXPECT_EQ(m["shards"]["machines"][1]["shards"], nlohmann::json::array({2}));
+  EXPECT_EQ(m["shards"]["machines"][0]["shards"], nlohmann::json::array({0, 1}));
+  EXPECT_THAT(slurp(tmp("two.md")), HasSubstr("The shards ran on 2 machines"));
+  EXPECT_THAT(slurp(tmp("two.md")), HasSubstr("`other-node`"));
+}
+
 TEST_F(ShardCli, AMissingGateShardIsIncompleteAndNamed) {
   const std::string out = tmp("partial.json");
   testing::CliResult r = run("merge " + shard_file(0) + " " + shard_file(2) + " --out " + out);
