@@ -27,9 +27,10 @@ inline std::string slurp(const std::string& path) {
 
 // `args` go through /bin/sh; stdout is captured through a pipe, stderr through a file of this
 // process's own (ctest runs the tests of one binary in parallel processes).
-inline CliResult run_driftgate(const std::string& args) {
+// `env`: "VAR=value ..." set for driftgate alone (through env(1)); empty: none.
+inline CliResult run_driftgate_env(const std::string& env, const std::string& args) {
   std::string err_path = ::testing::TempDir() + "/dg_cli_stderr." + std::to_string(::getpid()) + ".txt";
-  std::string cmd = std::string(DRIFTGATE_EXE) + " " + args + " 2>" + err_path;
+  std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(DRIFTGATE_EXE) + " " + args + " 2>" + err_path;
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -38,5 +39,7 @@ inline CliResult run_driftgate(const std::string& args) {
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err_path)};
 }
+
+inline CliResult run_driftgate(const std::string& args) { return run_driftgate_env("", args); }
 
 }  // namespace dg::testing

@@ -22,6 +22,7 @@
 #include "harness/core/json_limits.h"
 #include "harness/core/output_path.h"
 #include "harness/judge/gate_run.h"
+#include "harness/judge/merge.h"
 #include "harness/report/report.h"
 #include "harness/timing/speed.h"
 #include "harness/metrics/stats.h"
@@ -33,7 +34,7 @@ namespace dg {
 struct GateCommands {
   // gate
   CLI::App* gate = nullptr;
-  std::string base, baseline, patch, suite, policy, out, tier, save_failures;
+  std::string base, baseline, patch, suite, policy, out, tier, save_failures, shard;
   std::vector<std::string> cases;
   double claim = std::numeric_limits<double>::quiet_NaN();
   double timeout = 600;
@@ -41,7 +42,7 @@ struct GateCommands {
   int threads = 0;
   // bench
   CLI::App* bench = nullptr;
-  std::string b_candidates, b_case, b_suite, b_json, b_tier;
+  std::string b_candidates, b_case, b_suite, b_json, b_tier, b_shard;
   double b_max_time = 10;
   // selftest
   CLI::App* selftest = nullptr;
@@ -173,6 +174,13 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   for (const Case& c : cases)
     if (c.op() != base.info().op)
       throw InputError(fmt::format("case {} is not of op {}", c.str(), base.info().op));
+  // A shard judges its own cases; its key, coverage and baseline check are the whole run's.
+  const std::optional<Shard> shard = resolve_shard(g.shard, "gate");
+  const std::vector<Case> run_cases = cases;
+  if (shard) {
+    cases = shard_cases(run_cases, *shard);
+    std::cerr << fmt::format("gate: shard {}: {} of the run's {} cases\n", shard->text(), cases.size(), run_cases.size());
+  }
   Policy policy = g.policy.empty() ? default_policy() : read_policy(g.policy);
   // Memory and output targets: checked before anything is measured; --out stays locked for the run.
   check_cases_fit_memory(cases, "gate");
@@ -190,7 +198,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   if (!g.baseline.empty()) {
     opt.time = false;
     opt.baseline_path = g.baseline;
-    check_baseline(*stored, g.baseline, cases, opt.tier, policy);
+    check_baseline(*stored, g.baseline, run_cases, opt.tier, policy);
     opt.baseline = stored->rows;
     opt.baseline_provenance = stored->provenance;
   }
@@ -205,7 +213,7 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
   opt.worker_args = outside_candidate_args();
   if (g.threads > 0) opt.worker_args.insert(opt.worker_args.end(), {"--threads", std::to_string(g.threads)});
   nlohmann::json case_list = nlohmann::json::array();
-  for (const Case& c : cases) case_list.push_back(c.str());
+  for (const Case& c : run_cases) case_list.push_back(c.str());
   opt.resume_key = {{"kind", "gate"},
                     {"base", base.name()},
                     {"patch", patch.name()},
@@ -218,11 +226,20 @@ int cmd_gate(GateCommands& g, const std::string& cmdline) {
                     {"policy", policy_json(policy)},
                     {"binary_sha256", self_exe_sha256()},
                     {"outside", outside_json(opt.worker_args)}};
+  if (shard) {
+    opt.resume_key = shard_key(opt.resume_key, *shard);
+    opt.shard = shard_record(*shard, cases.size());
+    opt.run_cases = run_cases;
+  }
   MachineLimits machine;
+  const nlohmann::json here = this_machine_record();
   if (opt.time) {
     machine = load_or_measure_machine(g.machine_file, false);
+    // Base and patch timed together, interleaved, on this machine: the row says which.
     opt.time_case = [&](const Candidate& b, const Candidate& p, const Case& c, const Policy& pol, double wall) {
-      return measure_speed(b, p, c, pol, machine, opt.worker_args, outside_args_of(opt.worker_args, b.name()), wall);
+      SpeedRow s = measure_speed(b, p, c, pol, machine, opt.worker_args, outside_args_of(opt.worker_args, b.name()), wall);
+      s.machine = here;
+      return s;
     };
     opt.time_alone = [&](const Candidate& k, const Case& c, double wall) {
       TimingRequest req;
@@ -278,6 +295,14 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
     start = end + 1;
   }
   if (cands.empty()) throw InputError("bench: give --candidate A[,B...]");
+  nlohmann::json case_list = nlohmann::json::array();
+  for (const Case& c : cases) case_list.push_back(c.str());
+  const std::optional<Shard> shard = resolve_shard(g.b_shard, "bench");
+  if (shard) {
+    if (g.b_json.empty()) throw InputError("bench --shard: give --json FILE, the shard's results for driftgate merge");
+    cases = shard_cases(cases, *shard);
+    std::cerr << fmt::format("bench: shard {}: {} of the run's {} cases\n", shard->text(), cases.size(), case_list.size());
+  }
   check_option_range("bench --max-time", g.b_max_time, 0, 3600, true);
   check_cases_fit_memory(cases, "bench");
   if (!g.b_json.empty()) {
@@ -290,6 +315,12 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   vo.isolate = true;
   vo.worker_runs = 2;
   vo.worker_args = outside_candidate_args();
+  // What produced the rows (driftgate merge checks that every shard's agrees; merge.h).
+  nlohmann::json run_key = {{"kind", "bench"},          {"candidates", g.b_candidates}, {"cases", case_list},
+                            {"max_time", g.b_max_time}, {"tier", tier_name(vo.tier)},  {"binary_sha256", self_exe_sha256()},
+                            {"outside", outside_json(vo.worker_args)}};
+  if (shard) run_key = shard_key(run_key, *shard);
+  const nlohmann::json here = this_machine_record();
   nlohmann::json all = nlohmann::json::object();
   nlohmann::json drows = nlohmann::json::array();   // driftgate's rows, timed or not, in order
   int failed = 0;
@@ -375,7 +406,8 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
       nlohmann::json row = {{"candidate", s.candidate}, {"case", c.str()},       {"median_s", t.median_s},
                             {"lo_s", t.lo_s},          {"hi_s", t.hi_s},          {"noise", t.noise},
                             {"samples", t.samples},    {"gbs", t.gbs},            {"gflops", t.gflops},
-                            {"pct_of_limit", t.pct_of_limit}, {"speedup", first_median / t.median_s}, {"flag", flag}};
+                            {"pct_of_limit", t.pct_of_limit}, {"speedup", first_median / t.median_s}, {"flag", flag},
+                            {"machine", here}};
       if (t.device) {
         std::cout << fmt::format("  {:<24} device time (above) on {}; wall {:.3f}ms, host overhead {:.0f}%; "
                                  "{:.0f} GB/s of {:.0f} GB/s peak; {} launch(es) re-measured after a clock drop{}\n",
@@ -398,6 +430,9 @@ int cmd_bench(GateCommands& g, const std::string& cmdline) {
   if (!g.b_json.empty()) {   // written even when nothing was timed, so no earlier file outlives this run
     if (all.empty()) all = {{"context", run_context(cmdline)}, {"benchmarks", nlohmann::json::array()}};
     all["driftgate_rows"] = std::move(drows);
+    all["driftgate_run_key"] = run_key;
+    all["driftgate_rows_digest"] = bench_rows_digest(all, run_key);
+    if (shard) all["shard"] = shard_record(*shard, cases.size());
     write_file_atomic(g.b_json, all.dump(2) + "\n");
   }
   return failed ? 1 : 0;
@@ -588,6 +623,7 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->gate->add_option("--threads", g->threads, "worker threads (default: all cores)");
   g->gate->add_option("--timeout", g->timeout, "wall-clock limit per candidate worker run (its two check runs), seconds")
       ->capture_default_str();
+  g->gate->add_option("--shard", g->shard, kShardHelp);
 
   g->bench = app.add_subcommand("bench", "throughput of candidates (precision verified first, in the same run)");
   g->bench->add_option("--candidate", g->b_candidates, "comma-separated candidates")->required();
@@ -596,6 +632,7 @@ std::shared_ptr<GateCommands> add_gate_commands(CLI::App& app) {
   g->bench->add_option("--max-time", g->b_max_time, "time budget per case, seconds")->capture_default_str();
   g->bench->add_option("--json", g->b_json, "write Google Benchmark JSON (readable by its tools/compare.py)");
   g->bench->add_option("--ref-tier", g->b_tier, "reference tier of the precision check");
+  g->bench->add_option("--shard", g->b_shard, kShardHelp);
 
   g->selftest = app.add_subcommand("selftest", "every null and cheating candidate must be rejected; exit 0 only then");
   g->selftest->add_option("--suite", g->s_suite, "the suite to gate them on")->capture_default_str();

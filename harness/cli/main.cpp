@@ -31,6 +31,7 @@
 #include "harness/core/threads.h"
 #include "harness/timing/timing_worker.h"
 #include "harness/judge/verify.h"
+#include "harness/judge/merge.h"
 #include "harness/isolation/worker_main.h"
 
 namespace dg {
@@ -172,7 +173,7 @@ int cmd_list(const std::string& what, bool json, bool coverage) {
 
 // --- verify -------------------------------------------------------------------------------------
 struct VerifyArgs {
-  std::string candidates, case_str, suite, tier, inputs, json, save_failures;
+  std::string candidates, case_str, suite, tier, inputs, json, save_failures, shard;
   bool certify = false, in_process = false, resume = false;
   int threads = 0, runs = 1;
   double min_bits = -1, timeout = 600;
@@ -243,10 +244,6 @@ nlohmann::json verify_resume_key(const VerifyArgs& a, const VerifyOptions& opt, 
           {"outside", outside_json(opt.worker_args)}};
 }
 
-std::string verify_rows_digest(const nlohmann::json& rows, const nlohmann::json& key) {
-  return sha256_hex("driftgate verify rows v1\n" + key.dump() + "\n" + rows.dump());
-}
-
 // --resume: rows of a previous, interrupted run of the same command are kept, their cases skipped.
 struct PriorRows {
   nlohmann::json rows = nlohmann::json::array();
@@ -292,15 +289,17 @@ PriorRows read_prior_rows(const VerifyArgs& a, const nlohmann::json& resume_key)
   return prior;
 }
 
-// --json: the resumed rows, then this run's, with the resume key and the digest over both.
+// --json: the resumed rows, then this run's, with the resume key and the digest over both, and a
+// shard's record (harness/judge/merge.h) when sharded.
 void write_verify_json(const std::string& path, const std::vector<Record>& records, const std::string& cmdline,
-                       const PriorRows& prior, const nlohmann::json& resume_key) {
+                       const PriorRows& prior, const nlohmann::json& resume_key, const nlohmann::json& shard) {
   nlohmann::json j = records_json(records, cmdline);
   nlohmann::json rows = prior.rows;
   for (auto& r : j["records"]) rows.push_back(r);
   j["records"] = rows;
   j["resume_key"] = resume_key;
   j["rows_digest"] = verify_rows_digest(rows, resume_key);
+  if (!shard.is_null()) j["shard"] = shard;
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
@@ -359,6 +358,18 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   // Everything that can be wrong with the input is checked before anything is measured.
   std::vector<Case> cases =
       resolve_cases(a.suite, a.case_str.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.case_str}, "verify");
+  // A shard's key is the whole run's (every case) plus its shard; it runs its own cases only.
+  const std::optional<Shard> shard = resolve_shard(a.shard, "verify");
+  nlohmann::json resume_key = verify_resume_key(a, opt, cases);
+  nlohmann::json shard_rec;
+  if (shard) {
+    if (a.json.empty()) throw InputError("verify --shard: give --json FILE, the shard's results for driftgate merge");
+    cases = shard_cases(cases, *shard);
+    resume_key = shard_key(resume_key, *shard);
+    shard_rec = shard_record(*shard, cases.size());
+    std::cerr << fmt::format("verify: shard {}: {} of the run's {} cases\n", shard->text(), cases.size(),
+                             resume_key["cases"].size());
+  }
   const std::vector<const Candidate*> cands = verify_candidates(a);
   const std::optional<TensorMap> stored = verify_stored_inputs(a, cases);
   check_cases_fit_memory(cases, "verify");
@@ -366,13 +377,13 @@ int cmd_verify(const VerifyArgs& a, const std::string& cmdline) {
   if (!a.save_failures.empty()) check_output_dir("verify --save-failures", a.save_failures);
   if (!a.json.empty()) lock_output("verify --json", a.json);   // held until this run ends
 
-  const nlohmann::json resume_key = verify_resume_key(a, opt, cases);
   const PriorRows prior = read_prior_rows(a, resume_key);
   // Rows already measured are on disk before the next case starts.
   auto saved = [&](const std::vector<Record>& records) {
-    if (!a.json.empty()) write_verify_json(a.json, records, cmdline, prior, resume_key);
+    if (!a.json.empty()) write_verify_json(a.json, records, cmdline, prior, resume_key, shard_rec);
   };
   const std::vector<Record> records = verify_cases(cases, cands, opt, stored ? &*stored : nullptr, prior, saved);
+  saved(records);   // a run with no case to measure (an empty shard, a resume with nothing left) writes its file too
   return print_verify_summary(records, prior, a.json);
 }
 
@@ -483,6 +494,10 @@ struct CompareArgs {
   std::vector<std::string> files;
   std::string out, json;
 };
+struct MergeArgs {
+  std::vector<std::string> files;
+  std::string out;
+};
 struct GlobalArgs {
   std::vector<std::string> plugin_paths, exec_args;
   bool quiet = false, progress_on = false;
@@ -497,6 +512,7 @@ struct CliArgs {
   MutantsArgs mutants;
   ReportArgs report;
   CompareArgs compare;
+  MergeArgs merge;
   WorkerArgs worker;
   TimingRequest timing;        // bench-worker
   std::string timing_report;   // bench-worker --report
@@ -507,7 +523,7 @@ struct CliArgs {
 
 // The verbs, each set when it was given.
 struct Verbs {
-  CLI::App *list, *verify, *exp, *run, *mutants, *report, *compare, *worker, *bench_worker, *plugin_list;
+  CLI::App *list, *verify, *exp, *run, *mutants, *report, *compare, *merge, *worker, *bench_worker, *plugin_list;
 };
 
 CLI::App* add_list(CLI::App& app, ListArgs& a) {
@@ -534,6 +550,7 @@ CLI::App* add_verify(CLI::App& app, VerifyArgs& va) {
   verify->add_flag("--in-process", va.in_process, "run candidates in this process instead of isolated workers (faster, unsafe)");
   verify->add_option("--runs", va.runs, "check runs per candidate in its worker (2 adds the determinism rule)")->capture_default_str();
   verify->add_option("--timeout", va.timeout, "wall-clock limit per candidate run, seconds")->capture_default_str();
+  verify->add_option("--shard", va.shard, kShardHelp);
   return verify;
 }
 
@@ -593,6 +610,21 @@ CLI::App* add_compare(CLI::App& app, CompareArgs& a) {
   compare->add_option("--out", a.out, "also write compare.md, compare.json and report.html here");
   compare->add_option("--json", a.json, "write the comparison as JSON");
   return compare;
+}
+
+// merge: the shards of one sharded run into the file the unsharded run writes (harness/judge/merge.h).
+CLI::App* add_merge(CLI::App& app, MergeArgs& a) {
+  CLI::App* merge = app.add_subcommand("merge", "combine the results files of the shards of one run (verify, bench or gate "
+                                                "--shard i/n) into the file one unsharded run writes");
+  merge->add_option("files", a.files, "every shard's file: verify --json, bench --json or gate verdict.json")->required();
+  merge->add_option("--out", a.out, "the merged file (a gate's verdict.md and junit.xml go beside it)")->required();
+  return merge;
+}
+
+int cmd_merge(const MergeArgs& a, const std::string& cmdline) {
+  const MergeOutcome o = merge_shard_files(a.files, a.out, cmdline);
+  std::cout << o.text;
+  return o.exit_code;
 }
 
 // worker: hidden; the parent side of candidate isolation (harness/isolation/worker.h) spawns it. Options it
@@ -697,6 +729,7 @@ int run_verb(const Verbs& v, CliArgs& a, GateCommands& gate_cmds, const std::str
   if (*v.run) return cmd_run(a.run.candidate, a.run.in, a.run.out, a.run.case_str);
   if (*v.report) return cmd_report(a.report.files, a.report.out);
   if (*v.compare) return cmd_compare(a.compare.files, a.compare.out, a.compare.json);
+  if (*v.merge) return cmd_merge(a.merge, cmd);
   if (*v.mutants) {
     a.mutants.worker_args = outside_candidate_args();
     return cmd_mutants(a.mutants, cmd);
@@ -725,6 +758,7 @@ int run_main(int argc, char** argv) {
   v.mutants = add_mutants(app, a.mutants);
   v.report = add_report(app, a.report);
   v.compare = add_compare(app, a.compare);
+  v.merge = add_merge(app, a.merge);
   v.worker = add_worker(app, a.worker, a.worker_threads);
   v.bench_worker = add_bench_worker(app, a.timing, a.timing_report, a.worker_threads);
   v.plugin_list = add_plugin_list(app, a.plugin_library, a.plugin_report);

@@ -84,7 +84,7 @@ std::string resume_key_difference(const nlohmann::json& old_key, const nlohmann:
       {"policy", "the policy's contents"}, {"binary_sha256", "the driftgate binary"},
       {"outside", "the plugins or exec programs (paths or contents)"}, {"isolate", "--in-process"},
       {"runs", "--runs"}, {"min_bits", "--min-bits"}, {"certify", "--certify"}, {"candidates", "--candidate"},
-      {"inputs", "--inputs"}, {"kind", "the command"}};
+      {"inputs", "--inputs"}, {"kind", "the command"}, {"shard", "--shard"}, {"max_time", "--max-time"}};
   if (!old_key.is_object()) return "the file has no resume key";
   for (const auto& [k, v] : key.items()) {
     if (!old_key.contains(k)) return fmt::format("the file does not record {}", what.count(k) ? what.at(k) : k);

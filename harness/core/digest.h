@@ -28,7 +28,7 @@ nlohmann::json outside_json(const std::vector<std::string>& worker_args);
 // The first difference between the resume key recorded in a results file and this run's, named for
 // a person ("the reference tier differs (was \"dd\", now \"f64\")"); "" when they match. Keys:
 // kind, base, patch, candidates, cases, tier, claim, timed, timeout, threads, runs, min_bits,
-// certify, isolate, inputs, policy, binary_sha256, outside.
+// certify, isolate, inputs, policy, binary_sha256, outside, shard (harness/cases/shard.h), max_time.
 std::string resume_key_difference(const nlohmann::json& old_key, const nlohmann::json& key);
 
 }  // namespace dg

@@ -327,6 +327,12 @@ Verdict gate_verdict(const GateReport& r) {
 std::string verdict_text(const GateReport& r) {
   Verdict v = gate_verdict(r);
   std::string s(verdict_name(v));
+  if (v == Verdict::INCOMPLETE && !r.missing_shards.empty()) {
+    std::string missing;
+    for (int i : r.missing_shards) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    return fmt::format("{} ({} of {} cases; shards missing: {} of {})", s, r.rows.size(), r.planned.size(), missing,
+                       r.shards.value("count", 0));
+  }
   if (v == Verdict::INCOMPLETE) return fmt::format("{} ({} of {} cases)", s, r.rows.size(), r.planned.size());
   if (v == Verdict::MERGE && !r.timed) s += " (precision only)";
   // Cases the patch does not support were not judged: a MERGE says how many, so it is never read
@@ -408,6 +414,7 @@ nlohmann::json row_json(const GateRow& g) {
       row["speed"]["base_alone"] = {{"ratio", s.base_alone}, {"lo", s.base_alone_lo}, {"hi", s.base_alone_hi},
                                     {"calls_alone", s.base_alone_calls}};
     if (!s.retimed.empty()) row["speed"]["retimed"] = s.retimed;
+    if (!s.machine.is_null()) row["speed"]["machine"] = s.machine;
     if (s.patch_on_device) {
       row["speed"]["patch_device"] = s.patch_device;
       row["speed"]["patch_peak_gbs"] = s.patch_peak_gbs;
@@ -515,6 +522,8 @@ std::string gate_json(const GateReport& r) {
   j["cases"] = r.planned;
   j["coverage_gaps"] = r.coverage_gaps;
   j["resume_key"] = nlohmann::ordered_json::parse(r.resume_key.dump());
+  if (!r.shard.is_null()) j["shard"] = nlohmann::ordered_json::parse(r.shard.dump());
+  if (!r.shards.is_null()) j["shards"] = nlohmann::ordered_json::parse(r.shards.dump());
   j["context"] = nlohmann::ordered_json::parse(run_context(r.command).dump());
   j["rows"] = nlohmann::ordered_json::parse(rows.dump());
   return j.dump(2) + "\n";
@@ -579,6 +588,7 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_throttled = s.contains("patch_throttled") ? json_integer<int>(s.at("patch_throttled")) : 0;
       sp.patch_low_clock = s.contains("patch_low_clock") ? json_integer<int>(s.at("patch_low_clock")) : 0;
       sp.retimed = s.value("retimed", std::string());
+      if (s.contains("machine")) sp.machine = s.at("machine");
       if (s.contains("base_alone")) {
         const nlohmann::json& a = s.at("base_alone");
         sp.base_alone = a.at("ratio");
@@ -593,6 +603,38 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
   return rows;
 }
 
+namespace {
+
+// verdict.md's line on a shard, or on the shards a merged gate came from and the machines they
+// timed on (the speed of each row is measured on one machine; several machines are said, not mixed).
+std::string shard_markdown(const GateReport& r) {
+  std::string s;
+  if (r.shard.is_object())
+    s += fmt::format("Shard {}/{} of the run: its {} of the run's {} cases, on `{}`; `driftgate merge` combines the "
+                     "shards' verdict.json files.\n\n",
+                     r.shard.value("index", 0), r.shard.value("count", 0), r.planned.size(),
+                     r.resume_key.value("cases", nlohmann::json::array()).size(),
+                     r.shard.value("machine", nlohmann::json::object()).value("hostname", "?"));
+  if (!r.shards.is_object()) return s;
+  std::string missing;
+  for (int i : r.missing_shards) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  s += fmt::format("Merged from {} of {} shards{}.\n\n", r.shards.value("merged", nlohmann::json::array()).size(),
+                   r.shards.value("count", 0), missing.empty() ? "" : "; MISSING: shard " + missing);
+  const nlohmann::json machines = r.shards.value("machines", nlohmann::json::array());
+  if (machines.size() > 1) {
+    s += fmt::format("The shards ran on {} machines; each row's speed compares base and patch timed together on one of "
+                     "them (speed.machine in verdict.json), and speedups of different machines sit side by side:",
+                     machines.size());
+    for (const auto& m : machines)
+      s += fmt::format(" `{}` ({}, {} cores; shards {})", m["machine"].value("hostname", "?"), m["machine"].value("cpu", "?"),
+                       m["machine"].value("cores", 0), m["shards"].dump());
+    s += ".\n\n";
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string gate_markdown(const GateReport& r) {
   nlohmann::json rows = rows_json(r);
   std::string s = fmt::format("# driftgate gate: {}\n\nbase `{}`, patch `{}`, policy `{}`{}\n\n", verdict_text(r), r.base,
@@ -605,6 +647,7 @@ std::string gate_markdown(const GateReport& r) {
   s += fmt::format("{} of {} cases judged, {} skipped, {} could not be judged{}{}; run `{}`, rows digest `{}`\n\n",
                    r.judged(), r.planned.size(), r.skipped(), r.cannot_judge(), r.complete() ? "" : ": INCOMPLETE, the gate stopped before the other cases",
                    r.timed ? "" : "; throughput not timed (--no-time)", r.run_id, rows_digest(rows, r.resume_key));
+  s += shard_markdown(r);
   if (!r.coverage_gaps.empty()) {
     std::string gaps;
     for (const std::string& g : r.coverage_gaps) gaps += (gaps.empty() ? "`" : ", `") + g + "`";

@@ -92,6 +92,9 @@ struct SpeedRow {
   double base_alone = 0, base_alone_lo = 0, base_alone_hi = 0;
   int base_alone_calls = 0;
   std::string retimed;                   // rule base_alone broken on a first timing: its finding
+  // The machine base and patch were timed on, together ({"cpu", "cores", "hostname"}; merge.h):
+  // a speed verdict never compares times taken on two machines. Null in files of older gates.
+  nlohmann::json machine;
 };
 
 struct GateRow {
@@ -149,7 +152,14 @@ struct GateReport {
   std::string started_at;                // UTC, ISO 8601
   std::string finished_at;               // UTC, ISO 8601: when the files were last written
   double seconds = 0;                    // wall time so far
-  bool complete() const { return rows.size() >= planned.size(); }
+  // A sharded gate (harness/cases/shard.h): this shard's record (merge.h shard_record), null
+  // otherwise; `planned` is then this shard's cases and resume_key["cases"] the whole run's.
+  nlohmann::json shard;
+  // A gate merged from shards (driftgate merge): the shards given, the missing ones and the
+  // machines (merge.h); null otherwise. missing_shards: indices of the shards not merged.
+  nlohmann::json shards;
+  std::vector<int> missing_shards;
+  bool complete() const { return rows.size() >= planned.size() && missing_shards.empty(); }   // a merge lacking a shard is not
   int judged() const;                    // rows whose verdict is MERGE or REJECT
   int skipped() const;                   // rows SKIPPED (NOT_SUPPORTED under "skip")
   int cannot_judge() const;              // rows CANNOT_JUDGE
@@ -158,7 +168,8 @@ struct GateReport {
 // The whole gate's verdict from its rows and plan (precedence in the comment at the top).
 Verdict gate_verdict(const GateReport& r);
 // "MERGE", or "MERGE (precision only)" when not timed, "MERGE (2 of 4 cases not supported,
-// skipped)", or "INCOMPLETE (3 of 14 cases)".
+// skipped)", or "INCOMPLETE (3 of 14 cases)", "INCOMPLETE (3 of 14 cases; shards missing: 1, 2 of 3)"
+// for a merge.
 std::string verdict_text(const GateReport& r);
 // SHA-256 of the rows' canonical JSON and the resume key: verdict.json's "rows_digest". A row
 // edited by hand no longer matches, and `gate --resume` refuses the file.

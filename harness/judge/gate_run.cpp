@@ -91,7 +91,8 @@ GateReport run_gate(const Candidate& base, const Candidate& patch, const std::ve
   rep.baseline = opt.baseline_provenance;
   for (const Case& c : cases) rep.planned.push_back(c.str());
   // Values of the patch's op that no case exercises (harness/cases/coverage.h): a bug there would pass.
-  rep.coverage_gaps = coverage_gaps(patch.info().op, cases);
+  rep.shard = opt.shard;
+  rep.coverage_gaps = coverage_gaps(patch.info().op, opt.run_cases.empty() ? cases : opt.run_cases);
   if (!rep.coverage_gaps.empty()) {
     std::string gaps;
     for (const std::string& g : rep.coverage_gaps) gaps += (gaps.empty() ? "" : ", ") + g;

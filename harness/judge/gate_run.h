@@ -56,6 +56,11 @@ struct GateOptions {
   // The resume key of this run (options, policy, tier, cases, binary and plugin digests), written
   // into verdict.json; a resumed gate checks it before reading the rows.
   nlohmann::json resume_key = nlohmann::json::object();
+  // A sharded gate (harness/cases/shard.h): the shard's record (GateReport::shard), and the whole
+  // run's cases, whose coverage of the op's values is the one reported (every shard reports the
+  // run's gaps, not its own). Null and empty for an unsharded gate.
+  nlohmann::json shard;
+  std::vector<Case> run_cases;
   // Times base and patch on a case within `wall_seconds` and fills a SpeedRow; set by the CLI
   // (Google Benchmark timing in a worker). Throws when the timing worker fails.
   std::function<SpeedRow(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/core/digest.h"
 #include "harness/core/output_path.h"
 #include "harness/core/safetensors.h"
 #include "harness/isolation/worker.h"
@@ -253,6 +254,10 @@ std::vector<Record> verify_case(const Case& c, const std::vector<const Candidate
   reference();   // joins the reference thread (and rethrows its error) before its time is read
   for (Record& r : records) r.ref_seconds = ref_seconds;
   return records;
+}
+
+std::string verify_rows_digest(const nlohmann::json& records, const nlohmann::json& key) {
+  return sha256_hex("driftgate verify rows v1\n" + key.dump() + "\n" + records.dump());
 }
 
 }  // namespace dg

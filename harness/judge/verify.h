@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/cases/case.h"
 #include "harness/metrics/metrics.h"
 #include "harness/judge/policy.h"
@@ -100,5 +102,8 @@ TensorMap generate_inputs(const Case& c);
 // Runs a candidate on a case (through the op's driver) into freshly allocated outputs.
 TensorMap run_candidate(const Candidate& cand, const Case& c, const TensorMap& in);
 
+// verify --json's "rows_digest": SHA-256 of its resume key and records (`records` and `key` as JSON),
+// so a file edited by hand is refused by --resume and by merge.
+std::string verify_rows_digest(const nlohmann::json& records, const nlohmann::json& key);
 
 }  // namespace dg
