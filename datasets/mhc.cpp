@@ -30,6 +30,7 @@ struct Shape {
   double s[3] = {0.5, 0.5, 1.0};  // s0, s1, s2
   double b_pre = 0.0;             // b_pre = b_pre + N(0,1)
   double b_pre_sd = 1.0;
+  double comb_peak = 0.0;         // added to b_comb at one column per row (rows 0 and 1: the same column)
 };
 
 void put(TensorMap& in, const std::string& name, std::vector<int64_t> shape, const std::vector<double>& v) {
@@ -48,6 +49,13 @@ std::vector<double> biases(const Case& c, const Shape& sh) {
     b[static_cast<size_t>(n + j)] = z[static_cast<size_t>(n + j)];
   }
   for (int64_t i = 0; i < n * n; ++i) b[static_cast<size_t>(2 * n + i)] = (i / n == i % n ? 1.5 : 0.0) + 0.5 * z[static_cast<size_t>(2 * n + i)];
+  if (sh.comb_peak > 0) {
+    const TensorRng rng(c.seed(), c.str(), "comb_peaks");
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t col = static_cast<int64_t>(rng.bits(static_cast<uint64_t>(j == 1 ? 0 : j)) % n);
+      b[static_cast<size_t>(2 * n + j * n + col)] += sh.comb_peak;
+    }
+  }
   return b;
 }
 
@@ -79,13 +87,17 @@ struct RegisterMhcRegimes {
                      "1), b_pre and b_post N(0,1), b_comb 1.5 I + N(0, 0.5^2): a comb near the identity, Sinkhorn converged",
                      {}, [](const Case& c, TensorMap& in) { generate(c, in, typical()); }});
     register_regime({"peaked_comb", "mhc",
-                     "saturated maps: s2 = 60, so the comb logits reach +-200 (f32 exp overflows above 88 without the "
-                     "max subtracted) and softmax rows are near one-hot with their peaks in colliding columns: the "
-                     "+1e-6 holds most of C's mass, Sinkhorn converges slowly and 20 iterations are not the limit; "
-                     "and the pre gates closed (b_pre = -17 + N(0, 0.5^2): sigmoid ~ 4e-8, so pre is mostly its +1e-6)",
+                     "saturated maps: comb logits a_comb s2 + b_comb with s2 = 8 and +100 on one column of each row "
+                     "(rows 0 and 1 on the same column, the others drawn): the logits reach 100-130 (f32 exp overflows "
+                     "above 88 without the max subtracted), softmax rows are one-hot to e^-50 (no near tie: a tie would "
+                     "take |a| ~ 6) and collide in a column, "
+                     "so the +1e-6 holds most of C's mass and Sinkhorn converges slowly (20 iterations are not its "
+                     "limit); and the pre gates closed (b_pre = -17 + N(0, 0.5^2): sigmoid ~ 4e-8, so pre is mostly "
+                     "its +1e-6)",
                      {}, [](const Case& c, TensorMap& in) {
                        Shape sh = typical();
-                       sh.s[2] = 60.0;
+                       sh.s[2] = 8.0;
+                       sh.comb_peak = 100.0;
                        sh.b_pre = -17.0;
                        sh.b_pre_sd = 0.5;
                        generate(c, in, sh);

@@ -4,8 +4,9 @@
 //                       softmax and 20 Sinkhorn iterations as mhc.h writes them; post and C cast to
 //                       the streams' dtype; the mixes in plain f32; every output in f32
 //   mhc_cpu_fused_f32   production's form (GLM-5.3-Flash's kernels, bf16 streams): the norm fused
-//                       with the projection (sum x^2 and the 24 dot products F x by FMA, then
-//                       a = r (F x)); Sinkhorn in f32; post and C cast to bf16; the mixes by FMA in
+//                       with the projection (sum x^2 and the 24 dot products F x, each in 32
+//                       strided FMA lanes and a pairwise tree as a warp or a GEMM tile reduces,
+//                       then a = r (F x)); Sinkhorn in f32; post and C cast to bf16; the mixes by FMA in
 //                       f32, rounded once to bf16. It reads the streams and Fo as bf16 (one rounding
 //                       on an f32 case) and casts to bf16 whatever the case's dtype
 // C (f32 for both) is the Sinkhorn result before the cast. Inputs are read as f32 (exact for bf16
@@ -59,19 +60,36 @@ Maps maps(const float* a, const float* s, const float* b, int64_t iters) {
   return m;
 }
 
-// The 24 projections of token row x (4H): naive, f = x r then F f; fused, r (F x).
+// sum_i a_i b_i as a warp reduces it: 32 strided FMA lanes (lane l sums i = l, l + 32, ...), then a
+// pairwise tree 16, 8, 4, 2, 1 over the lanes.
+float lane_dot(const float* a, const float* b, int64_t len) {
+  float lane[32] = {};
+  for (int64_t i = 0; i < len; ++i) lane[i % 32] = std::fma(a[i], b[i], lane[i % 32]);
+  for (int w = 16; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+// The 24 projections of token row x (4H): naive, f = x r then F f by plain sequential sums; fused,
+// r (F x) with every sum over 4H by lane_dot (the projection GEMM's f32 accumulation).
 void project(const std::vector<float>& phi, const float* x, int64_t D, bool fused, float* a) {
   float ss = 0.0f;
-  for (int64_t i = 0; i < D; ++i) ss = fused ? std::fma(x[i], x[i], ss) : ss + x[i] * x[i];
+  if (fused) ss = lane_dot(x, x, D);
+  else
+    for (int64_t i = 0; i < D; ++i) ss = ss + x[i] * x[i];
   const float r = 1.0f / std::sqrt(ss / static_cast<float>(D) + static_cast<float>(kMhcNormEps));
   std::vector<float> f(x, x + D);
-  if (!fused)
-    for (float& v : f) v *= r;
   for (int64_t m = 0; m < kMhcMaps; ++m) {
     const float* w = phi.data() + m * D;
+    if (fused) {
+      a[m] = lane_dot(w, x, D) * r;
+      continue;
+    }
+    if (m == 0)
+      for (float& v : f) v *= r;
     float acc = 0.0f;
-    for (int64_t i = 0; i < D; ++i) acc = fused ? std::fma(w[i], f[static_cast<size_t>(i)], acc) : acc + w[i] * f[static_cast<size_t>(i)];
-    a[m] = fused ? acc * r : acc;
+    for (int64_t i = 0; i < D; ++i) acc = acc + w[i] * f[static_cast<size_t>(i)];
+    a[m] = acc;
   }
 }
 

@@ -31,14 +31,16 @@ struct Variant {
   // mutants
   bool one_iter_short = false, untransposed = false, sinkhorn_no_eps = false, norm_eps_outside = false,
        norm_per_stream = false, pre_no_eps = false, post_no_2 = false, softmax_no_max = false, cols_rows_swapped = false,
-       sumsq_bf16 = false, no_cast = false;
+       sumsq_bf16 = false;
   // equivalents
-  bool f64 = false, reversed = false, blocked = false, reciprocal = false;
+  bool no_cast = false, f64 = false, reversed = false, blocked = false, reciprocal = false;
 };
 
-// sum_i a_i b_i over len terms as the variant sums: FMA in f32 in increasing i (the kernel's), f64,
-// decreasing i, or in blocks of 256 (FMA within a block, the blocks' partials then added in order).
-float dot(const Variant& v, const float* a, const float* b, int64_t len) {
+// sum_i a_i b_i over one of the long sums (4H, or H per stream) as the variant sums: the kernel's 32
+// strided FMA lanes and pairwise tree (mhc_cpu_fused_f32's lane_dot); f64; the lanes visiting
+// their elements in decreasing i; or blocks of 256 (FMA within a block, the blocks' partials then
+// added in order).
+float long_dot(const Variant& v, const float* a, const float* b, int64_t len) {
   if (v.f64) {
     double acc = 0.0;
     for (int64_t i = 0; i < len; ++i) acc += static_cast<double>(a[i]) * b[i];
@@ -52,6 +54,23 @@ float dot(const Variant& v, const float* a, const float* b, int64_t len) {
       total += part;
     }
     return total;
+  }
+  float lane[32] = {};
+  for (int64_t k = 0; k < len; ++k) {
+    const int64_t i = v.reversed ? len - 1 - k : k;
+    lane[i % 32] = std::fma(a[i], b[i], lane[i % 32]);
+  }
+  for (int w = 16; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+// A mix's short sum (4 or 5 terms): FMA in f32 in increasing i (the kernel's), f64, or decreasing i.
+float dot(const Variant& v, const float* a, const float* b, int64_t len) {
+  if (v.f64) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < len; ++i) acc += static_cast<double>(a[i]) * b[i];
+    return static_cast<float>(acc);
   }
   float acc = 0.0f;
   for (int64_t k = 0; k < len; ++k) {
@@ -67,20 +86,20 @@ void project(const Variant& v, const std::vector<float>& phi, const float* x, in
   std::vector<float> xs(x, x + D);
   if (v.norm_per_stream) {   // each stream divided by its own rms (over H)
     for (int64_t j = 0; j < n; ++j) {
-      const float r = 1.0f / std::sqrt(dot(v, x + j * H, x + j * H, H) / static_cast<float>(H) + 1e-5f);
+      const float r = 1.0f / std::sqrt(long_dot(v, x + j * H, x + j * H, H) / static_cast<float>(H) + 1e-5f);
       for (int64_t h = 0; h < H; ++h) xs[static_cast<size_t>(j * H + h)] *= r;
     }
-    for (int64_t m = 0; m < kMhcMaps; ++m) a[m] = dot(v, phi.data() + m * D, xs.data(), D);
+    for (int64_t m = 0; m < kMhcMaps; ++m) a[m] = long_dot(v, phi.data() + m * D, xs.data(), D);
     return;
   }
   float ss = 0.0f;
   if (v.sumsq_bf16)
     for (int64_t i = 0; i < D; ++i) ss = round_bf16(ss + x[i] * x[i]);
   else
-    ss = dot(v, x, x, D);
+    ss = long_dot(v, x, x, D);
   const float ms = ss / static_cast<float>(D);
   const float r = v.norm_eps_outside ? 1.0f / (std::sqrt(ms) + 1e-5f) : 1.0f / std::sqrt(ms + 1e-5f);
-  for (int64_t m = 0; m < kMhcMaps; ++m) a[m] = dot(v, phi.data() + m * D, x, D) * r;
+  for (int64_t m = 0; m < kMhcMaps; ++m) a[m] = long_dot(v, phi.data() + m * D, x, D) * r;
 }
 
 float sum4(const Variant& v, float a, float b, float c, float d) {
@@ -189,10 +208,10 @@ const Add post_no_2("mutant", "post_no_2", "post = sigmoid(.) without its factor
 const Add softmax_no_max("mutant", "softmax_no_max", "softmax without the row's max subtracted (f32 exp overflows above 88)", {.softmax_no_max = true});
 const Add cols_rows_swapped("mutant", "cols_rows_swapped", "Sinkhorn's rows and columns swapped: rows normalized first and last", {.cols_rows_swapped = true});
 const Add sumsq_bf16("mutant", "sumsq_bf16", "the norm's sum of squares accumulated in bf16", {.sumsq_bf16 = true});
-const Add no_cast("mutant", "no_cast", "post and C left in f32 for the mix (not cast to bf16)", {.no_cast = true});
 const Add f64("equivalent", "f64", "every sum in f64, rounded once to f32 where the kernel stores it", {.f64 = true});
 const Add reversed("equivalent", "reversed", "every sum in decreasing index order", {.reversed = true});
 const Add blocked("equivalent", "blocked", "the F projection and the sum of squares in blocks of 256 dims", {.blocked = true});
+const Add no_cast("equivalent", "no_cast", "post and C left in f32 for the mix (not cast to bf16): one more rounding of the size of the output's own", {.no_cast = true});
 const Add reciprocal("equivalent", "reciprocal", "Sinkhorn multiplies by the reciprocal of each denominator", {.reciprocal = true});
 
 }  // namespace
