@@ -77,6 +77,8 @@ Exact mpfr_mhc(int64_t T, int64_t H, int64_t iters, const std::vector<double>& x
   };
   for (int64_t t = 0; t < T; ++t) {
     const double* xt = x.data() + t * D;
+    for (int i = 0; i < 16; ++i) mpfr_set_prec(C[i], 256);   // the previous token's casts left 8 bits
+    for (int j = 0; j < 4; ++j) mpfr_set_prec(post[j], 256);
     mpfr_set_zero(acc, 1);
     for (int64_t i = 0; i < D; ++i) {
       mpfr_set_d(t1, xt[i], MPFR_RNDN);

@@ -20,18 +20,19 @@ const OpMeasure& measure(const Record& r, const std::string& name) {
   throw std::runtime_error("no measure " + name + " in " + r.case_str);
 }
 
-// The naive f32 candidate keeps 20+ bits of C everywhere, the fused one (bf16 streams) 5+ bits of
-// the streams on every case and 18+ of C; both C's doubly-stochastic residuals are the reference's
-// (reported in the measure's detail) within 2^-20.
+// The naive f32 candidate keeps 18+ bits of C everywhere (its sequential f32 sums over 4H = 16384
+// lose the most), the fused one (bf16 streams) 5+ bits of the streams on every case and 18+ of C on
+// the bf16 cases (on an f32 case it reads the streams rounded to bf16, which moves C by ~2^-9 of its
+// sensitivity: 8+); both C's doubly-stochastic residuals are the reference's within 2^-20.
 TEST(MhcCpu, EveryCandidatePassesEverySmokeCaseInItsFormat) {
   for (const std::string& cs : find_suite("mhc-smoke")->cases) {
     const Record naive = verify_one("mhc_cpu_naive_f32", cs);
     EXPECT_EQ(naive.disposition, Disposition::PASSED) << cs << ": " << naive.reason;
-    EXPECT_GT(output(naive, "C").metrics.bits, 20.0) << cs;
+    EXPECT_GT(output(naive, "C").metrics.bits, 18.0) << cs;
     EXPECT_GT(output(naive, "x_in").metrics.bits, 16.0) << cs;
     const Record fused = verify_one("mhc_cpu_fused_f32", cs);
     EXPECT_EQ(fused.disposition, Disposition::PASSED) << cs << ": " << fused.reason;
-    EXPECT_GT(output(fused, "C").metrics.bits, 18.0) << cs;
+    EXPECT_GT(output(fused, "C").metrics.bits, cs.find("dtype=bf16") != std::string::npos ? 18.0 : 8.0) << cs;
     for (const char* o : {"x_in", "x_out"}) EXPECT_GT(output(fused, o).metrics.bits, 5.0) << cs << " " << o;
     EXPECT_NEAR(measure(naive, "doubly_stochastic.C").value, measure(fused, "doubly_stochastic.C").value, 0x1p-20) << cs;
   }
