@@ -48,37 +48,43 @@ TEST(MhcReference, HandDerivedSite) {
   EXPECT_EQ(f.x_out[0], static_cast<double>(10 + 2 * static_cast<double>(static_cast<float>(c))));
 }
 
-// The whole op by MPFR at 256 bits, in mhc.h's order, with the casts as roundings to 8 bits.
+// The whole op by MPFR at 256 bits, in mhc.h's order, with the casts as roundings to 8 bits. One
+// token at a time: logits (the norm, the projection, s and b), maps (the gates, softmax, Sinkhorn,
+// the casts), mix.
 struct Exact {
   std::vector<double> x_in, x_out, C;
 };
-Exact mpfr_mhc(int64_t T, int64_t H, int64_t iters, const std::vector<double>& x, const std::vector<double>& fo,
-               const std::vector<double>& phi, const std::vector<double>& s, const std::vector<double>& b) {
-  const int64_t D = n * H;
-  Exact e{std::vector<double>(static_cast<size_t>(T * H)), std::vector<double>(static_cast<size_t>(T * D)),
-          std::vector<double>(static_cast<size_t>(T * 16))};
-  mpfr_t acc, t1, r, a[24], pre[n], post[n], C[16], mx;
-  mpfr_inits2(256, acc, t1, r, mx, static_cast<mpfr_ptr>(nullptr));
-  for (auto* v : {a, pre, post, C})
-    for (int i = 0; i < (v == a ? 24 : v == C ? 16 : 4); ++i) mpfr_init2(v[i], 256);
-  auto sigmoid = [&](mpfr_t out, const mpfr_t z) {   // 1 / (1 + exp(-z))
+struct MpfrSite {
+  mpfr_t acc, t1, r, mx, a[24], pre[n], post[n], C[16];
+  MpfrSite() {
+    mpfr_inits2(256, acc, t1, r, mx, static_cast<mpfr_ptr>(nullptr));
+    for (auto& v : a) mpfr_init2(v, 256);
+    for (int i = 0; i < 4; ++i) mpfr_inits2(256, pre[i], post[i], static_cast<mpfr_ptr>(nullptr));
+    for (auto& v : C) mpfr_init2(v, 256);
+  }
+  ~MpfrSite() {
+    mpfr_clears(acc, t1, r, mx, static_cast<mpfr_ptr>(nullptr));
+    for (auto& v : a) mpfr_clear(v);
+    for (int i = 0; i < 4; ++i) mpfr_clears(pre[i], post[i], static_cast<mpfr_ptr>(nullptr));
+    for (auto& v : C) mpfr_clear(v);
+  }
+  void sigmoid(mpfr_t out, const mpfr_t z) {   // 1 / (1 + exp(-z))
     mpfr_neg(t1, z, MPFR_RNDN);
     mpfr_exp(t1, t1, MPFR_RNDN);
     mpfr_add_d(t1, t1, 1.0, MPFR_RNDN);
     mpfr_d_div(out, 1.0, t1, MPFR_RNDN);
-  };
-  auto normalize = [&](bool rows) {
+  }
+  void normalize(bool rows) {
     for (int p = 0; p < 4; ++p) {
       mpfr_set_zero(acc, 1);
       for (int q = 0; q < 4; ++q) mpfr_add(acc, acc, C[rows ? 4 * p + q : 4 * q + p], MPFR_RNDN);
       mpfr_add_d(acc, acc, 1e-6, MPFR_RNDN);
       for (int q = 0; q < 4; ++q) mpfr_div(C[rows ? 4 * p + q : 4 * q + p], C[rows ? 4 * p + q : 4 * q + p], acc, MPFR_RNDN);
     }
-  };
-  for (int64_t t = 0; t < T; ++t) {
-    const double* xt = x.data() + t * D;
-    for (int i = 0; i < 16; ++i) mpfr_set_prec(C[i], 256);   // the previous token's casts left 8 bits
-    for (int j = 0; j < 4; ++j) mpfr_set_prec(post[j], 256);
+  }
+  // a[m] = (F x)_m r s_(m's group) + b_m over the token's D = 4H values.
+  void logits(const double* xt, int64_t D, const std::vector<double>& phi, const std::vector<double>& s,
+              const std::vector<double>& b) {
     mpfr_set_zero(acc, 1);
     for (int64_t i = 0; i < D; ++i) {
       mpfr_set_d(t1, xt[i], MPFR_RNDN);
@@ -97,8 +103,13 @@ Exact mpfr_mhc(int64_t T, int64_t H, int64_t iters, const std::vector<double>& x
       }
       mpfr_mul(a[m], a[m], r, MPFR_RNDN);
       mpfr_mul_d(a[m], a[m], s[m < 4 ? 0 : m < 8 ? 1 : 2], MPFR_RNDN);
-      mpfr_add_d(a[m], a[m], b[static_cast<size_t>(m)], MPFR_RNDN);   // a[m] now holds the logit
+      mpfr_add_d(a[m], a[m], b[static_cast<size_t>(m)], MPFR_RNDN);
     }
+  }
+  // pre, post (cast), C (Sinkhorn; written to c before its cast).
+  void maps(int64_t iters, double* c) {
+    for (auto& v : C) mpfr_set_prec(v, 256);   // the previous token's casts left 8 bits
+    for (auto& v : post) mpfr_set_prec(v, 256);
     for (int j = 0; j < 4; ++j) {
       sigmoid(pre[j], a[j]);
       mpfr_add_d(pre[j], pre[j], 1e-6, MPFR_RNDN);
@@ -124,29 +135,41 @@ Exact mpfr_mhc(int64_t T, int64_t H, int64_t iters, const std::vector<double>& x
       normalize(false);
     }
     for (int i = 0; i < 16; ++i) {
-      e.C[static_cast<size_t>(t * 16 + i)] = mpfr_get_d(C[i], MPFR_RNDN);
+      c[i] = mpfr_get_d(C[i], MPFR_RNDN);
       mpfr_prec_round(C[i], 8, MPFR_RNDN);   // the cast to bf16
     }
+  }
+  // x_in [H] and x_out [4,H] of one token.
+  void mix(const double* xt, const double* fo, int64_t H, double* x_in, double* x_out) {
     for (int64_t h = 0; h < H; ++h) {
       mpfr_set_zero(acc, 1);
       for (int j = 0; j < 4; ++j) {
         mpfr_mul_d(t1, pre[j], xt[j * H + h], MPFR_RNDN);
         mpfr_add(acc, acc, t1, MPFR_RNDN);
       }
-      e.x_in[static_cast<size_t>(t * H + h)] = mpfr_get_d(acc, MPFR_RNDN);
+      x_in[h] = mpfr_get_d(acc, MPFR_RNDN);
       for (int k = 0; k < 4; ++k) {
-        mpfr_mul_d(acc, post[k], fo[static_cast<size_t>(t * H + h)], MPFR_RNDN);
+        mpfr_mul_d(acc, post[k], fo[h], MPFR_RNDN);
         for (int j = 0; j < 4; ++j) {
           mpfr_mul_d(t1, C[4 * j + k], xt[j * H + h], MPFR_RNDN);   // C[j,k]: transposed
           mpfr_add(acc, acc, t1, MPFR_RNDN);
         }
-        e.x_out[static_cast<size_t>((t * 4 + k) * H + h)] = mpfr_get_d(acc, MPFR_RNDN);
+        x_out[k * H + h] = mpfr_get_d(acc, MPFR_RNDN);
       }
     }
   }
-  mpfr_clears(acc, t1, r, mx, static_cast<mpfr_ptr>(nullptr));
-  for (auto* v : {a, pre, post, C})
-    for (int i = 0; i < (v == a ? 24 : v == C ? 16 : 4); ++i) mpfr_clear(v[i]);
+};
+Exact mpfr_mhc(int64_t T, int64_t H, int64_t iters, const std::vector<double>& x, const std::vector<double>& fo,
+               const std::vector<double>& phi, const std::vector<double>& s, const std::vector<double>& b) {
+  const int64_t D = n * H;
+  Exact e{std::vector<double>(static_cast<size_t>(T * H)), std::vector<double>(static_cast<size_t>(T * D)),
+          std::vector<double>(static_cast<size_t>(T * 16))};
+  MpfrSite site;
+  for (int64_t t = 0; t < T; ++t) {
+    site.logits(x.data() + t * D, D, phi, s, b);
+    site.maps(iters, e.C.data() + t * 16);
+    site.mix(x.data() + t * D, fo.data() + t * H, H, e.x_in.data() + t * H, e.x_out.data() + t * D);
+  }
   return e;
 }
 
@@ -208,6 +231,7 @@ TEST(MhcReference, BadInputIsRefused) {
   }
   try {
     mhc_reference(Tier::f64, {1, 2, 0, DType::bf16}, x, fo, phi, scale, bias);
+    FAIL() << "iters = 0 was accepted";
   } catch (const InputError& ex) {
     EXPECT_NE(std::string(ex.what()).find("iters 0"), std::string::npos) << ex.what();
   }
