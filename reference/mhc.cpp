@@ -86,8 +86,8 @@ Maps<Real> maps(const MhcParams& p, const double* x, const std::vector<double>& 
   return out;
 }
 
-// sum_i c_i v_i over the len terms (coefficients already doubles: pre's value in the f64 tier, the
-// casts of post and C), in index order; the f64 tier by Dot2.
+// sum_i c_i v_i over the len terms of a new stream (the casts of post and C times Fo and the
+// streams: exact doubles), in index order; the f64 tier by Dot2.
 template <class Real> Real mix(const double* c, const double* v, int64_t len) { return dot<Real>(c, v, len); }
 
 struct Inputs {
@@ -109,8 +109,8 @@ template <class Real> MhcReferenceResult run(const MhcParams& p, const Inputs& i
     const double* xt = in.x.data() + t * n * H;
     const Maps<Real> m = maps<Real>(p, xt, in.phi, in.s, in.b);
     for (int64_t i = 0; i < n * n; ++i) put_odd(m.C[i], r.C, tails ? &r.C_tail : nullptr, static_cast<size_t>(t * n * n + i));
-    // The mixes' coefficients as doubles: pre in the tier (f64: its value; higher tiers: a Real sum
-    // below), post and C cast to the streams' dtype (one RNE from the odd-rounded tier value).
+    // The casts of post and C to the streams' dtype (one RNE from the tier's value rounded to odd:
+    // exact doubles); pre stays in the tier for x_in.
     double post_b[n], C_b[n * n];
     for (int64_t k = 0; k < n; ++k) post_b[k] = round_to(p.dtype, to_odd(m.post[k]));
     for (int64_t i = 0; i < n * n; ++i) C_b[i] = round_to(p.dtype, to_odd(m.C[i]));

@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
+#include "harness/ops/mhc.h"
 #include "harness/judge/verify.h"
 #include "tests/candidates/cpu/verify_one.h"
 
@@ -43,6 +46,34 @@ TEST(MhcCpu, BadCasesAreRefused) {
                           "mhc(T=2,H=64,iters=1001)", "mhc(T=2,H=64,dtype=f16)", "mhc(T=2,H=64,regime=hidden)",
                           "mhc(T=4294967296,H=4294967296)"})
     expect_refused(bad);
+}
+
+// The message names the parameter and its constraint (exit code 2 in the CLI).
+TEST(MhcCpu, BadParametersAreNamed) {
+  for (const auto& [bad, what] : std::vector<std::pair<std::string, std::string>>{
+           {"mhc(T=2,H=0)", "mhc: H must be >= 1, got 0"},
+           {"mhc(T=2,H=64,iters=0)", "mhc: iters must be >= 1, got 0"},
+           {"mhc(T=2,H=64,iters=5000)", "mhc: iters must be at most 1000"}}) {
+    try {
+      find_op("mhc")->validate(parse_case(bad));
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The measure: 0 for a permutation matrix, the worst row or column of any token otherwise, NaN
+// (the rule fails) for a non-finite C.
+TEST(MhcCpu, DoublyStochasticResidualIsTheWorstRowOrColumn) {
+  std::vector<double> C(32, 0.0);
+  for (int i = 0; i < 4; ++i) C[static_cast<size_t>(i * 4 + (i + 1) % 4)] = 1.0;   // token 0: a permutation
+  for (int i = 0; i < 16; ++i) C[static_cast<size_t>(16 + i)] = 0.25;             // token 1: uniform ...
+  C[16 + 6] = 0.25 + 0x1p-10;                                                     // ... row 1 and column 2 off
+  EXPECT_EQ(mhc_doubly_stochastic_residual({C.begin(), C.begin() + 16}, 1), 0.0);
+  EXPECT_EQ(mhc_doubly_stochastic_residual(C, 2), 0x1p-10);
+  C[3] = std::nan("");
+  EXPECT_TRUE(std::isnan(mhc_doubly_stochastic_residual(C, 2)));
 }
 
 TEST(MhcCpu, ANonFiniteStreamIsRefusedByName) {
