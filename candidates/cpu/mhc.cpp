@@ -93,6 +93,22 @@ void project(const std::vector<float>& phi, const float* x, int64_t D, bool fuse
   }
 }
 
+// x_in (H) and x_out (4H) of one token, post and C already cast: acc + c * v in f32 in increasing j
+// (naive) or by FMA (fused), the post term first.
+void mix(const Maps& m, const float* x, const float* fo, int64_t H, bool fused, float* xin, float* xout) {
+  const auto step = [fused](float acc, float c, float v) { return fused ? std::fma(c, v, acc) : acc + c * v; };
+  for (int64_t h = 0; h < H; ++h) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) acc = step(acc, m.pre[j], x[j * H + h]);
+    xin[h] = acc;
+    for (int64_t k = 0; k < n; ++k) {
+      float y = m.post[k] * fo[h];
+      for (int64_t j = 0; j < n; ++j) y = step(y, m.C[j * n + k], x[j * H + h]);   // C[j,k]: the transpose
+      xout[k * H + h] = y;
+    }
+  }
+}
+
 RunFn make(bool fused) {
   return [fused](const Case& c, const TensorMap& in, TensorMap& out) {
     const MhcParams p = mhc_params(c);
@@ -116,16 +132,7 @@ RunFn make(bool fused) {
       const DType cast = fused ? DType::bf16 : p.dtype;   // the casts before the mix
       for (float& v : m.post) v = static_cast<float>(round_to(cast, v));
       for (float& v : m.C) v = static_cast<float>(round_to(cast, v));
-      for (int64_t h = 0; h < H; ++h) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < n; ++j) acc = fused ? std::fma(m.pre[j], x[static_cast<size_t>(j * H + h)], acc) : acc + m.pre[j] * x[static_cast<size_t>(j * H + h)];
-        xin[static_cast<size_t>(h)] = acc;
-        for (int64_t k = 0; k < n; ++k) {
-          float y = m.post[k] * fo[static_cast<size_t>(h)];
-          for (int64_t j = 0; j < n; ++j) y = fused ? std::fma(m.C[j * n + k], x[static_cast<size_t>(j * H + h)], y) : y + m.C[j * n + k] * x[static_cast<size_t>(j * H + h)];
-          xout[static_cast<size_t>(k * H + h)] = y;
-        }
-      }
+      mix(m, x.data(), fo.data(), H, fused, xin.data(), xout.data());
       store_row(need_out(out, "x_in", T * H, "mhc"), t * H, H, xin.data());   // one rounding into the output dtype
       store_row(need_out(out, "x_out", T * D, "mhc"), t * D, D, xout.data());
     }
