@@ -154,7 +154,7 @@ const RegisterAttentionDecodeRegimes register_attention_decode_regimes;
 // FlashMLA's 64; split counts of 1 (none) to 16, with splits left empty; one long context of 32K
 // with a few dominant keys. dd reference.
 DG_REGISTER_SUITE(attention_decode_smoke,
-                  Suite{"attention_decode-smoke", "small attention_decode cases: every regime and dtype, GQA, MHA and MQA, "
+                  Suite{"attention-decode-smoke", "small attention_decode cases: every regime and dtype, GQA, MHA and MQA, "
                         "pages of 1, 16 and 64, no split, several and empty ones, ragged lengths with 0 and 1, dv != d, "
                         "one 32K context (seconds)",
                         {
@@ -170,7 +170,7 @@ DG_REGISTER_SUITE(attention_decode_smoke,
                         },
                         "dd"});
 DG_REGISTER_SUITE(attention_decode_gate,
-                  Suite{"attention_decode-gate", "the attention_decode merge gate: GQA groups 2-12 and MQA, ragged and "
+                  Suite{"attention-decode-gate", "the attention_decode merge gate: GQA groups 2-12 and MQA, ragged and "
                         "empty contexts, empty splits, large logits, near-uniform scores, 32K with a few dominant keys, "
                         "dv != d, every dtype; dd reference",
                         {

@@ -17,7 +17,7 @@ namespace {
 // Every candidate passes every smoke case at 18+ bits in o and lse (f32 softmax; an empty context's
 // o = 0 and lse = -inf matched exactly).
 TEST(AttentionDecodeCpu, EveryCandidatePassesEverySmokeCase) {
-  for (const std::string& cs : find_suite("attention_decode-smoke")->cases)
+  for (const std::string& cs : find_suite("attention-decode-smoke")->cases)
     for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32"}) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
