@@ -14,15 +14,18 @@
 namespace dg {
 namespace {
 
-// Every candidate passes every smoke case at 18+ bits in o and lse (f32 softmax; an empty context's
-// o = 0 and lse = -inf matched exactly).
+// Every candidate passes every smoke case (an empty context's o = 0 and lse = -inf matched exactly):
+// 20+ bits in o and lse, except where f32 itself loses them: scores near +-100 (the f32 dot
+// product's error of ~2^-13 in s moves every weight; 16.6 bits measured) and the naive's
+// sequential f32 sum over 32K keys (14.3 bits; the split-KV candidate's partial sums keep 18).
 TEST(AttentionDecodeCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("attention-decode-smoke")->cases)
     for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32"}) {
+      const bool hard = cs.find("large_logits") != std::string::npos || cs.find("ctx=32768") != std::string::npos;
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
-      EXPECT_GT(output(r, "o").metrics.bits, 18.0) << cand << " " << cs;
-      EXPECT_GT(output(r, "lse").metrics.bits, 18.0) << cand << " " << cs;
+      EXPECT_GT(output(r, "o").metrics.bits, hard ? 14.0 : 20.0) << cand << " " << cs;
+      EXPECT_GT(output(r, "lse").metrics.bits, hard ? 14.0 : 20.0) << cand << " " << cs;
     }
 }
 
