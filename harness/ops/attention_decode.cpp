@@ -138,10 +138,10 @@ bool has_empty_split(const Case& c) {
 std::vector<CoverageAxis> coverage_axes() {
   return {
       // GQA: MHA (one q head per kv head), MQA (one kv head), grouped with several kv heads.
-      {"heads", {"group = 1", "n_kv = 1, group > 1", "n_kv > 1, group > 1"},
+      {"heads", {"MHA (group 1)", "MQA (n_kv 1)", "GQA (n_kv > 1, group > 1)"},
        [](const Case& c) {
          const int64_t g = c.integer("n_h") / c.integer("n_kv");
-         return std::vector<std::string>{g == 1 ? "group = 1" : c.integer("n_kv") == 1 ? "n_kv = 1, group > 1" : "n_kv > 1, group > 1"};
+         return std::vector<std::string>{g == 1 ? "MHA (group 1)" : c.integer("n_kv") == 1 ? "MQA (n_kv 1)" : "GQA (n_kv > 1, group > 1)"};
        }},
       // Lengths: an empty and a one-token context, a partial last page, ragged batches, long context.
       {"lengths", {"a length 0", "a length 1", "a partial last page", "lengths differ", "ctx >= 32768"},
