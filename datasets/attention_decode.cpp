@@ -113,8 +113,11 @@ void generate(const Case& c, TensorMap& in, Shape shape) {
   for (double& x : q) x = round_to(c.dtype(), shape == Shape::near_uniform ? 0.01 * x : x);
   if (shape == Shape::few_dominant || shape == Shape::large_logits) shape_keys(c, shape, l, q, k);
   in["q"] = stored(c.dtype(), {p.B, p.n_h, p.d}, q);
-  in["k_cache"] = stored(c.dtype(), {p.n_pages, p.page, p.n_kv, p.d}, k);
-  in["v_cache"] = stored(c.dtype(), {p.n_pages, p.page, p.n_kv, p.dv}, v);
+  const DType kv = c.text("kv") == "fp8" ? DType::e4m3 : c.dtype();
+  for (double& x : k) x /= p.k_scale;   // FP8 pages hold k / k_scale (saturating at +-448)
+  for (double& x : v) x /= p.v_scale;
+  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, k);
+  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, v);
   in["page_table"] = stored(DType::i32, {p.B, p.max_pages}, l.table);
   std::vector<double> lens(l.lens.begin(), l.lens.end());
   in["seqlens"] = stored(DType::i32, {p.B}, lens);
@@ -154,7 +157,7 @@ const RegisterAttentionDecodeRegimes register_attention_decode_regimes;
 // FlashMLA's 64; split counts of 1 (none) to 16, with splits left empty; one long context of 32K
 // with a few dominant keys. dd reference.
 DG_REGISTER_SUITE(attention_decode_smoke,
-                  Suite{"attention-decode-smoke", "small attention_decode cases: every regime and dtype, GQA, MHA and MQA, "
+                  Suite{"attention-decode-smoke", "small attention_decode cases: every regime and dtype, FP8 pages, GQA, MHA and MQA, "
                         "pages of 1, 16 and 64, no split, several and empty ones, ragged lengths with 0 and 1, dv != d, "
                         "one 32K context (seconds)",
                         {
@@ -167,12 +170,13 @@ DG_REGISTER_SUITE(attention_decode_smoke,
                             "attention_decode(B=1,n_h=4,n_kv=1,d=128,page=64,split=8,ctx=32768,regime=few_dominant,dtype=bf16,seed=0)",
                             "attention_decode(B=2,n_h=4,n_kv=2,d=192,dv=128,page=16,split=2,ctx=100,lens=100/37,regime=typical,dtype=f32,seed=0)",
                             "attention_decode(B=2,n_h=2,n_kv=1,d=32,page=8,split=1,ctx=50,regime=typical,dtype=f64,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=16,split=3,ctx=500,kv=fp8,k_scale=0.037,v_scale=0.021,regime=typical,dtype=bf16,seed=0)",
                         },
                         "dd"});
 DG_REGISTER_SUITE(attention_decode_gate,
                   Suite{"attention-decode-gate", "the attention_decode merge gate: GQA groups 2-12 and MQA, ragged and "
                         "empty contexts, empty splits, large logits, near-uniform scores, 32K with a few dominant keys, "
-                        "dv != d, every dtype; dd reference",
+                        "dv != d, every dtype, FP8 pages with per-tensor scales; dd reference",
                         {
                             "attention_decode(B=4,n_h=8,n_kv=2,d=128,page=16,split=1,ctx=300,regime=typical,dtype=bf16,seed=0)",
                             "attention_decode(B=2,n_h=24,n_kv=2,d=128,page=16,split=5,ctx=1000,regime=typical,dtype=bf16,seed=0)",
@@ -185,6 +189,8 @@ DG_REGISTER_SUITE(attention_decode_gate,
                             "attention_decode(B=2,n_h=4,n_kv=2,d=192,dv=128,page=16,split=2,ctx=100,lens=100/37,regime=typical,dtype=f32,seed=0)",
                             "attention_decode(B=2,n_h=4,n_kv=4,d=128,page=64,split=2,ctx=1000,regime=few_dominant,dtype=f16,seed=0)",
                             "attention_decode(B=2,n_h=2,n_kv=1,d=32,page=8,split=1,ctx=50,regime=typical,dtype=f64,seed=0)",
+                            "attention_decode(B=3,n_h=8,n_kv=2,d=128,page=16,split=4,ctx=700,kv=fp8,k_scale=0.037,v_scale=0.021,regime=ragged,dtype=bf16,seed=0)",
+                            "attention_decode(B=1,n_h=8,n_kv=1,d=128,page=64,split=8,ctx=4096,kv=fp8,k_scale=0.05,v_scale=0.013,regime=few_dominant,dtype=bf16,seed=0)",
                         },
                         "dd"});
 

@@ -113,7 +113,8 @@ AttentionDecodeReferenceResult attention_decode_reference(Tier tier, const Atten
                                                           const Tensor& page_table, const Tensor& seqlens, bool tails,
                                                           int64_t rows) {
   if (p.B < 1 || p.n_h < 1 || p.n_kv < 1 || p.d < 1 || p.dv < 1 || p.page < 1 || p.max_pages < 1 || p.n_pages < 1 ||
-      !std::isfinite(p.scale))
+      !std::isfinite(p.scale) || !(p.k_scale > 0) || !(p.v_scale > 0) || !std::isfinite(p.k_scale) ||
+      !std::isfinite(p.v_scale))
     throw InputError("attention_decode reference: bad parameters");
   if (p.n_h % p.n_kv != 0)
     throw InputError(fmt::format("attention_decode: n_h = {} must be a multiple of n_kv = {}", p.n_h, p.n_kv));
@@ -124,6 +125,8 @@ AttentionDecodeReferenceResult attention_decode_reference(Tier tier, const Atten
   expect_numel(seqlens, "seqlens", p.B, "[B]");
   Inputs in{read_finite(q, "q"), read_finite(k_cache, "k_cache"), read_finite(v_cache, "v_cache"), read_ints(seqlens),
             read_ints(page_table)};
+  for (double& x : in.k) x *= p.k_scale;   // exact: 24 + 11 bits at most
+  for (double& x : in.v) x *= p.v_scale;
   check_attention_decode_pages(p, in.lens, in.table);
   const int64_t n = rows < 0 ? p.B * p.n_h : std::min(rows, p.B * p.n_h);
   return with_tier(tier, [&](auto real) { return run<decltype(real)>(p, in, n, tails); });

@@ -6,7 +6,9 @@
 // (vLLM's flash layout: page, slot, kv head, channel); page_table [B,max_pages] i32 (the pool page of
 // each logical page of a sequence; pages in any order, one pool for the batch); seqlens [B] i32.
 // Token j < seqlens[b] of sequence b lives in page page_table[b][j / P], slot j % P. Query head h
-// reads kv head h / (n_h / n_kv) (GQA: consecutive q heads share a kv head). Per (b, h), with
+// reads kv head h / (n_h / n_kv) (GQA: consecutive q heads share a kv head). Pages stored as FP8
+// e4m3 hold k / k_scale and v / v_scale (vLLM's per-tensor scales, f32): the key and value are
+// k_scale * k_stored and v_scale * v_stored, exact in a double (1 otherwise). Per (b, h), with
 // scale as the kernels hold it (softmax_scale: an f32, default fl32(d^-0.5)):
 //   s_j = scale * sum_i q[b][h][i] k_j[i]                     j in [0, L), L = seqlens[b]
 //   m   = max_j s_j                                           pass 1, increasing j
@@ -30,6 +32,7 @@ namespace dg {
 struct AttentionDecodeParams {
   int64_t B = 1, n_h = 1, n_kv = 1, d = 128, dv = 128, page = 16, max_pages = 1, n_pages = 1;
   float scale = 0.0f;   // softmax scale as an f32 (attention_decode_params: fl32(d^-0.5) by default)
+  float k_scale = 1.0f, v_scale = 1.0f;   // per-tensor dequant scales of FP8 pages (1 otherwise)
 };
 struct AttentionDecodeReferenceResult {
   std::vector<double> o, o_tail;       // [B,n_h,dv]; tails: 2 per element

@@ -25,7 +25,8 @@ inline View view(const Case& c, const TensorMap& in) {
           &need(in, "k_cache", "attention_decode"), &need(in, "v_cache", "attention_decode")};
 }
 
-// Rows j < n of kv head g of sequence b: k [n,d], v [n,dv], in token order.
+// Rows j < n of kv head g of sequence b: k [n,d], v [n,dv], in token order; FP8 pages dequantized
+// in f32 (k_scale * k, v_scale * v, one rounding each; scales of 1 leave the values as stored).
 inline void gather(const View& w, int64_t b, int64_t g, int64_t n, std::vector<float>& k, std::vector<float>& v) {
   const AttentionDecodeParams& p = w.p;
   k.resize(static_cast<size_t>(n * p.d));
@@ -35,6 +36,8 @@ inline void gather(const View& w, int64_t b, int64_t g, int64_t n, std::vector<f
     load_row(*w.k, (slot * p.n_kv + g) * p.d, p.d, k.data() + j * p.d);
     load_row(*w.v, (slot * p.n_kv + g) * p.dv, p.dv, v.data() + j * p.dv);
   }
+  for (float& x : k) x = x * p.k_scale;
+  for (float& x : v) x = x * p.v_scale;
 }
 
 inline std::vector<float> query(const View& w, int64_t b, int64_t h) {

@@ -11,7 +11,8 @@
 //                reported as natural; q head h reading kv head h % n_kv instead of h / group; the
 //                last partial page dropped (floor(L / page) pages); the last token dropped (L - 1
 //                keys: the new token's key left out); the accumulator not rescaled when the running
-//                max moves (l rescaled, acc not)
+//                max moves (l rescaled, acc not); FP8 pages dequantized with k_scale and v_scale
+//                swapped
 //   equivalents  another split count (2 split + 1); every sum and the softmax in f64, rounded once to
 //                f32; exp2 with log2e folded into the f32 scale (base-2 m, l and merge, lse converted
 //                by ln 2 at the end); the q heads of a group visited in decreasing order, kv heads
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "candidates/cpu/attention_decode_cpu.h"
@@ -34,7 +36,7 @@ struct Variant {
   // mutants
   bool merge_no_max = false, lse_bf16 = false, empty_unguarded = false, scale_dv = false, scale_twice = false,
        p_bf16 = false, lse_base2 = false, gqa_mod = false, partial_page_dropped = false, last_token_dropped = false,
-       no_rescale = false;
+       no_rescale = false, kv_scales_swapped = false;
   // equivalents
   bool more_splits = false, f64 = false, exp2 = false, reversed_heads = false;
 };
@@ -124,7 +126,9 @@ RunFn variant(Variant v) {
         int64_t L = w.lens[static_cast<size_t>(b)];
         if (v.partial_page_dropped) L = L / w.p.page * w.p.page;
         if (v.last_token_dropped && L > 0) L = L - 1;
-        attention_cpu::gather(w, b, g, L, k, vv);
+        View wg = w;
+        if (v.kv_scales_swapped) std::swap(wg.p.k_scale, wg.p.v_scale);
+        attention_cpu::gather(wg, b, g, L, k, vv);
         const std::vector<float> q = attention_cpu::query(w, b, h);
         float lse = 0.0f;
         if (v.f64) rd.run(nsplit, q, L, k, vv, o, lse);
@@ -153,6 +157,7 @@ const Add gqa_mod("mutant", "gqa_mod", "q head h reads kv head h % n_kv instead 
 const Add partial_page_dropped("mutant", "partial_page_dropped", "the last partial page dropped: floor(L / page) pages", {.partial_page_dropped = true});
 const Add last_token_dropped("mutant", "last_token_dropped", "the context taken as L - 1 tokens (the new token's key left out)", {.last_token_dropped = true});
 const Add no_rescale("mutant", "no_rescale", "the accumulator not rescaled by exp(m_old - m_new) when the max moves", {.no_rescale = true});
+const Add kv_scales_swapped("mutant", "kv_scales_swapped", "FP8 pages dequantized with k_scale and v_scale swapped", {.kv_scales_swapped = true});
 const Add more_splits("equivalent", "more_splits", "2 split + 1 splits instead of split", {.more_splits = true});
 const Add f64("equivalent", "f64", "every sum and the softmax in f64, rounded once to f32", {.f64 = true});
 const Add exp2("equivalent", "exp2", "exp2 with log2e folded into the f32 scale; lse converted by ln 2", {.exp2 = true});

@@ -40,6 +40,8 @@ AttentionDecodeParams attention_decode_params(const Case& c) {
   for (int64_t L : attention_decode_lens(c)) p.n_pages += (L + p.page - 1) / p.page;
   const double scale = c.real("scale");
   p.scale = static_cast<float>(scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(p.d)));
+  p.k_scale = static_cast<float>(c.real("k_scale"));
+  p.v_scale = static_cast<float>(c.real("v_scale"));
   return p;
 }
 
@@ -66,6 +68,11 @@ void validate(const Case& c) {
   if (c.integer("ctx") > (int64_t{1} << 24)) fail(fmt::format("ctx must be at most 2^24, got {}", c.integer("ctx")));
   const double scale = c.real("scale");
   if (!std::isfinite(scale) || scale < 0 || scale > 1e3) fail(fmt::format("scale must be in [0, 1e3] (0: d^-0.5), got {}", scale));
+  for (const char* n : {"k_scale", "v_scale"}) {
+    const double x = c.real(n);
+    if (!std::isfinite(x) || !(x > 0) || x > 1e6) fail(fmt::format("{} must be in (0, 1e6], got {}", n, x));
+    if (x != 1.0 && c.text("kv") != "fp8") fail(fmt::format("{} = {} needs kv=fp8 (scales of FP8 pages)", n, x));
+  }
   const std::vector<int64_t> lens = c.int_list("lens");
   if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
     fail(fmt::format("lens has {} lengths for B = {}", lens.size(), c.integer("B")));
@@ -77,11 +84,13 @@ void validate(const Case& c) {
                    std::max(c.integer("d"), c.integer("dv"))});
 }
 
+DType kv_dtype(const Case& c) { return c.text("kv") == "fp8" ? DType::e4m3 : c.dtype(); }
+
 std::map<std::string, InputSpec> inputs(const Case& c) {
   const AttentionDecodeParams p = attention_decode_params(c);
   return {{"q", {c.dtype(), {p.B, p.n_h, p.d}}},
-          {"k_cache", {c.dtype(), {p.n_pages, p.page, p.n_kv, p.d}}},
-          {"v_cache", {c.dtype(), {p.n_pages, p.page, p.n_kv, p.dv}}},
+          {"k_cache", {kv_dtype(c), {p.n_pages, p.page, p.n_kv, p.d}}},
+          {"v_cache", {kv_dtype(c), {p.n_pages, p.page, p.n_kv, p.dv}}},
           {"page_table", {DType::i32, {p.B, p.max_pages}}},
           {"seqlens", {DType::i32, {p.B}}}};
 }
@@ -171,6 +180,13 @@ std::vector<CoverageAxis> coverage_axes() {
          if (c.integer("dv") != 0 && c.integer("dv") != c.integer("d")) v.push_back("dv != d");
          return v;
        }},
+      // KV pages: the activations' dtype, FP8 with scales other than 1.
+      {"kv", {"kv = dtype", "kv = fp8, scales != 1"},
+       [](const Case& c) {
+         if (c.text("kv") != "fp8") return std::vector<std::string>{"kv = dtype"};
+         if (c.real("k_scale") != 1.0 && c.real("v_scale") != 1.0) return std::vector<std::string>{"kv = fp8, scales != 1"};
+         return std::vector<std::string>{};
+       }},
       // Page sizes: SGLang's 1, vLLM's 16, FlashMLA's 64 and larger.
       {"page", {"page = 1", "page = 16", "page >= 64"},
        [](const Case& c) {
@@ -199,12 +215,16 @@ OpSpec spec() {
               {"lens", ParamKind::int_list, "", "per-sequence lengths, '/'-separated, B of them, each <= ctx (default: "
                "ctx each; the ragged and empty_splits regimes cycle their own)"},
               {"scale", ParamKind::real, "0", "softmax scale, held in f32 (0: d^-0.5)"},
+              {"kv", ParamKind::text, "dtype", "KV pages in the case's dtype, or FP8 e4m3 with per-tensor scales", false,
+               {"dtype", "fp8"}},
+              {"k_scale", ParamKind::real, "1", "FP8 key scale (f32): the key is k_scale * the stored e4m3 value"},
+              {"v_scale", ParamKind::real, "1", "FP8 value scale (f32): the value is v_scale * the stored e4m3 value"},
               {"regime", ParamKind::text, "typical", "input regime (driftgate list regimes)", true},
               {"dtype", ParamKind::text, "bf16", "dtype of the stored q and KV pages", true, {"f64", "f32", "bf16", "f16"}},
               {"seed", ParamKind::integer, "0", "RNG seed", true}};
   s.tensors = {{"q", TensorRole::input, "[B,n_h,d] the query of each sequence's new token"},
-               {"k_cache", TensorRole::input, "[n_pages,page,n_kv,d] the pool of key pages"},
-               {"v_cache", TensorRole::input, "[n_pages,page,n_kv,dv] the pool of value pages"},
+               {"k_cache", TensorRole::input, "[n_pages,page,n_kv,d] the pool of key pages (e4m3 with kv=fp8)"},
+               {"v_cache", TensorRole::input, "[n_pages,page,n_kv,dv] the pool of value pages (e4m3 with kv=fp8)"},
                {"page_table", TensorRole::input, "[B,max_pages] i32 pool page of each logical page (entries past a "
                 "sequence's pages are not read)"},
                {"seqlens", TensorRole::input, "[B] i32 context length of each sequence"},
@@ -234,8 +254,8 @@ OpSpec spec() {
     const AttentionDecodeParams p = attention_decode_params(c);
     double tokens = 0;
     for (int64_t L : attention_decode_lens(c)) tokens += static_cast<double>(L);
-    const double in_b = st.input_bytes(c.dtype());
-    return tokens * static_cast<double>(p.n_kv * (p.d + p.dv)) * in_b + static_cast<double>(p.B * p.n_h * p.d) * in_b +
+    const double in_b = st.input_bytes(c.dtype()), kv_b = st.input_bytes(kv_dtype(c));
+    return tokens * static_cast<double>(p.n_kv * (p.d + p.dv)) * kv_b + static_cast<double>(p.B * p.n_h * p.d) * in_b +
            static_cast<double>(p.B * p.n_h * p.dv) * st.output_bytes(c.dtype()) + static_cast<double>(p.B * p.n_h) * 4.0 +
            static_cast<double>(p.B * (p.max_pages + 1)) * 4.0;
   };
