@@ -42,6 +42,23 @@ TEST(AttentionDecodeReference, HandDerivedValues) {
   }
 }
 
+// FP8 pages hold k / k_scale and v / v_scale: the same keys and values stored as [0, 0.5] with
+// k_scale 2 and [0, 2] with v_scale 0.5 (e4m3 values) give the same o and lse in every tier.
+TEST(AttentionDecodeReference, Fp8ScalesDequantizeExactly) {
+  AttentionDecodeParams p;
+  p.B = 1, p.n_h = 1, p.n_kv = 1, p.d = 1, p.dv = 1, p.page = 2, p.max_pages = 1, p.n_pages = 2, p.scale = 1.0f;
+  p.k_scale = 2.0f, p.v_scale = 0.5f;
+  const Tensor q = f64({1, 1, 1}, {1}), k = tensor(DType::e4m3, {2, 2, 1, 1}, {0, 0.5, 9, 9}),
+               v = tensor(DType::e4m3, {2, 2, 1, 1}, {0, 2, 9, 9});
+  const Tensor table = tensor(DType::i32, {1, 1}, {0}), lens = tensor(DType::i32, {1}, {2});
+  const double e = std::exp(1.0);
+  for (Tier tier : kTiers) {
+    const AttentionDecodeReferenceResult r = attention_decode_reference(tier, p, q, k, v, table, lens);
+    EXPECT_NEAR(r.o[0], e / (1 + e), 1e-15) << tier_name(tier);
+    EXPECT_NEAR(r.lse[0], std::log1p(e), 1e-15) << tier_name(tier);
+  }
+}
+
 struct Random {
   AttentionDecodeParams p;
   std::vector<double> q, k, v, table, lens;

@@ -46,7 +46,8 @@ TEST(AttentionDecodeCpu, BadCasesAreRefused) {
                           "attention_decode(B=2,n_h=8,n_kv=2,ctx=-1)", "attention_decode(B=2,n_h=8,n_kv=2,ctx=64,lens=3)",
                           "attention_decode(B=2,n_h=8,n_kv=2,ctx=64,lens=3/65)", "attention_decode(B=2,n_h=8,n_kv=2,scale=-1)",
                           "attention_decode(B=2,n_h=8,n_kv=2,dtype=e4m3)", "attention_decode(B=2,n_h=8,n_kv=2,regime=hidden)",
-                          "attention_decode(B=2,n_h=8,n_kv=2,d=2048)"})
+                          "attention_decode(B=2,n_h=8,n_kv=2,d=2048)", "attention_decode(B=2,n_h=8,n_kv=2,k_scale=0.5)",
+                          "attention_decode(B=2,n_h=8,n_kv=2,kv=fp8,v_scale=0)", "attention_decode(B=2,n_h=8,n_kv=2,kv=fp4)"})
     expect_refused(bad);
 }
 
