@@ -13,6 +13,11 @@
 //                keys: the new token's key left out); the accumulator not rescaled when the running
 //                max moves (l rescaled, acc not); FP8 pages dequantized with k_scale and v_scale
 //                swapped
+//   P in bf16 is FlashAttention's own choice for a kernel that writes o in bf16: there o's rounding
+//   (2^-9, 9.3 bits rms on typical scores at L = 300, d = 128) already costs what P's rounding does
+//   (9.3 bits alone, 8.8 with both; a simulation of 8 draws), so it would merge against a bf16-output
+//   base. Against these f32-output kernels (21-25 bits of o) it throws 10-12 bits away: a mutant.
+//
 //   equivalents  another split count (2 split + 1); every sum and the softmax in f64, rounded once to
 //                f32; exp2 with log2e folded into the f32 scale (base-2 m, l and merge, lse converted
 //                by ln 2 at the end); the q heads of a group visited in decreasing order, kv heads
