@@ -1,0 +1,198 @@
+// Input regimes and suites of attention_decode (reference/attention_decode.h; notes/model-ops.md
+// sections 3 and 5). Every regime lays out the pool the same way: the pages of the batch's
+// sequences (one per started page of each) and one spare page, in an order drawn from the case's
+// seed, so a sequence's pages are scattered and interleaved with other sequences' pages; the page
+// table's entries past a sequence's pages are 0. q and every pool slot (also the unused slots of a
+// last partial page and the spare page) are drawn N(0,1) and rounded to the dtype; the regimes then
+// shape the scores s = scale q.k through the keys of each sequence's tokens.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "datasets/dists.h"
+#include "datasets/suites.h"
+#include "harness/cases/registry.h"
+#include "harness/core/dtype.h"
+#include "harness/ops/attention_decode.h"
+
+namespace dg {
+namespace {
+
+enum class Shape { typical, few_dominant, near_uniform, large_logits };
+
+struct Layout {
+  AttentionDecodeParams p;
+  std::vector<int64_t> lens;
+  std::vector<double> table;   // [B, max_pages]
+};
+
+// Pool pages drawn as a permutation (Fisher-Yates on the case's "pages" stream), handed out in
+// sequence order; the permutation's last page is the spare.
+Layout layout(const Case& c) {
+  Layout l{attention_decode_params(c), attention_decode_lens(c), {}};
+  const int64_t n = l.p.n_pages;
+  std::vector<double> u(static_cast<size_t>(n));
+  TensorRng(c.seed(), c.str(), "pages").uniform(0, u);
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(std::min<int64_t>(i, static_cast<int64_t>(u[static_cast<size_t>(i)] * static_cast<double>(i + 1))))]);
+  l.table.assign(static_cast<size_t>(l.p.B * l.p.max_pages), 0.0);
+  size_t next = 0;
+  for (int64_t b = 0; b < l.p.B; ++b)
+    for (int64_t j = 0; j < (l.lens[static_cast<size_t>(b)] + l.p.page - 1) / l.p.page; ++j)
+      l.table[static_cast<size_t>(b * l.p.max_pages + j)] = static_cast<double>(perm[next++]);
+  return l;
+}
+
+int64_t key_offset(const Layout& l, int64_t b, int64_t j, int64_t g) {
+  const int64_t page = static_cast<int64_t>(l.table[static_cast<size_t>(b * l.p.max_pages + j / l.p.page)]);
+  return ((page * l.p.page + j % l.p.page) * l.p.n_kv + g) * l.p.d;
+}
+
+// The key direction of kv head g of sequence b that raises every score of its q heads together:
+// k = a qbar with qbar the group's mean query and a such that the group's mean score is `target`.
+std::vector<double> aligned_key(const Layout& l, const std::vector<double>& q, int64_t b, int64_t g, double target) {
+  const int64_t group = l.p.n_h / l.p.n_kv, d = l.p.d;
+  std::vector<double> qbar(static_cast<size_t>(d), 0.0);
+  for (int64_t h = g * group; h < (g + 1) * group; ++h)
+    for (int64_t i = 0; i < d; ++i) qbar[static_cast<size_t>(i)] += q[static_cast<size_t>((b * l.p.n_h + h) * d + i)] / static_cast<double>(group);
+  double mean_score = 0;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h)
+    for (int64_t i = 0; i < d; ++i)
+      mean_score += l.p.scale * q[static_cast<size_t>((b * l.p.n_h + h) * d + i)] * qbar[static_cast<size_t>(i)] / static_cast<double>(group);
+  for (double& x : qbar) x *= target / mean_score;
+  return qbar;
+}
+
+// Keys of the shaped regimes: few_dominant sets three keys per (sequence, kv head) to a score of 14
+// (one of them the last token, in the partial last page when there is one); large_logits moves
+// every key of the sequence to a score of +-100 (sign alternating by sequence) plus the N(0,1/4)
+// spread of half the drawn key.
+void shape_keys(const Case& c, Shape shape, const Layout& l, const std::vector<double>& q, std::vector<double>& k) {
+  std::vector<double> u(static_cast<size_t>(l.p.B * l.p.n_kv * 2));
+  TensorRng(c.seed(), c.str(), "dominant").uniform(0, u);
+  for (int64_t b = 0; b < l.p.B; ++b) {
+    const int64_t L = l.lens[static_cast<size_t>(b)];
+    if (L == 0) continue;
+    for (int64_t g = 0; g < l.p.n_kv; ++g) {
+      if (shape == Shape::few_dominant) {
+        const std::vector<double> a = aligned_key(l, q, b, g, 14.0);
+        const size_t ui = static_cast<size_t>((b * l.p.n_kv + g) * 2);
+        for (int64_t j : {static_cast<int64_t>(u[ui] * static_cast<double>(L)), static_cast<int64_t>(u[ui + 1] * static_cast<double>(L)), L - 1})
+          std::copy(a.begin(), a.end(), k.begin() + key_offset(l, b, j, g));
+      } else {
+        const std::vector<double> a = aligned_key(l, q, b, g, b % 2 ? -100.0 : 100.0);
+        for (int64_t j = 0; j < L; ++j)
+          for (int64_t i = 0; i < l.p.d; ++i) {
+            double& x = k[static_cast<size_t>(key_offset(l, b, j, g) + i)];
+            x = a[static_cast<size_t>(i)] + 0.5 * x;
+          }
+      }
+    }
+  }
+}
+
+Tensor stored(DType dt, std::vector<int64_t> shape, std::vector<double> v) {
+  for (double& x : v) x = round_to(dt, x);
+  Tensor t(dt, std::move(shape));
+  t.write(0, v);
+  return t;
+}
+
+void generate(const Case& c, TensorMap& in, Shape shape) {
+  const Layout l = layout(c);
+  const AttentionDecodeParams& p = l.p;
+  std::vector<double> q(static_cast<size_t>(p.B * p.n_h * p.d)), k(static_cast<size_t>(p.n_pages * p.page * p.n_kv * p.d)),
+      v(static_cast<size_t>(p.n_pages * p.page * p.n_kv * p.dv));
+  TensorRng(c.seed(), c.str(), "q").normal(0, q);
+  TensorRng(c.seed(), c.str(), "k_cache").normal(0, k);
+  TensorRng(c.seed(), c.str(), "v_cache").normal(0, v);
+  for (double& x : q) x = round_to(c.dtype(), shape == Shape::near_uniform ? 0.01 * x : x);
+  if (shape == Shape::few_dominant || shape == Shape::large_logits) shape_keys(c, shape, l, q, k);
+  in["q"] = stored(c.dtype(), {p.B, p.n_h, p.d}, q);
+  const DType kv = c.text("kv") == "fp8" ? DType::e4m3 : c.dtype();
+  for (double& x : k) x /= p.k_scale;   // FP8 pages hold k / k_scale (saturating at +-448)
+  for (double& x : v) x /= p.v_scale;
+  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, k);
+  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, v);
+  in["page_table"] = stored(DType::i32, {p.B, p.max_pages}, l.table);
+  std::vector<double> lens(l.lens.begin(), l.lens.end());
+  in["seqlens"] = stored(DType::i32, {p.B}, lens);
+}
+
+struct RegisterAttentionDecodeRegimes {
+  RegisterAttentionDecodeRegimes() {
+    register_regime({"typical", "attention_decode", "q, k, v ~ N(0,1): scores N(0,1) at the default scale", {},
+                     [](const Case& c, TensorMap& in) { generate(c, in, Shape::typical); }});
+    register_regime({"few_dominant", "attention_decode",
+                     "typical, except three keys per sequence and kv head (one the last token) aligned with the group's "
+                     "mean query to a score of 14: at long context a few keys hold most of the weight and the rest a "
+                     "long tail",
+                     {}, [](const Case& c, TensorMap& in) { generate(c, in, Shape::few_dominant); }});
+    register_regime({"near_uniform", "attention_decode",
+                     "q ~ N(0, 0.01^2): scores nearly equal, o ~ the mean of v (a cancelling sum of ~1/sqrt(L) of its terms)",
+                     {}, [](const Case& c, TensorMap& in) { generate(c, in, Shape::near_uniform); }});
+    register_regime({"large_logits", "attention_decode",
+                     "every key aligned with its group's mean query to scores near +100 (even sequences) or -100 (odd), "
+                     "spread N(0, ~1/4): exp(s) overflows (or underflows) f32 without the max subtraction",
+                     {}, [](const Case& c, TensorMap& in) { generate(c, in, Shape::large_logits); }});
+    register_regime({"ragged", "attention_decode",
+                     "typical inputs; without lens=, lengths cycle over ctx, 0, 1, ctx/2 + 3, page + 1 along the batch",
+                     {}, [](const Case& c, TensorMap& in) { generate(c, in, Shape::typical); }});
+    register_regime({"empty_splits", "attention_decode",
+                     "typical inputs; without lens=, short lengths cycling over 0, 1, page - 1, page + 1, so that with "
+                     "split > 1 splits get no keys (the -inf guard) and a length 0 leaves every split empty",
+                     {}, [](const Case& c, TensorMap& in) { generate(c, in, Shape::typical); }});
+  }
+};
+const RegisterAttentionDecodeRegimes register_attention_decode_regimes;
+
+
+// Suites. Shapes from the configs (notes/model-ops.md section 2): GLM-4.x's 96 q heads over 8 kv
+// heads of 128 give groups of 12; here fewer heads per case (the math of a head does not depend on
+// the others) with groups of 1 (MHA), 2, 4 and 12 and MQA; vLLM's page 16, SGLang's page 1,
+// FlashMLA's 64; split counts of 1 (none) to 16, with splits left empty; one long context of 32K
+// with a few dominant keys. dd reference.
+DG_REGISTER_SUITE(attention_decode_smoke,
+                  Suite{"attention-decode-smoke", "small attention_decode cases: every regime and dtype, FP8 pages, GQA, MHA and MQA, "
+                        "pages of 1, 16 and 64, no split, several and empty ones, ragged lengths with 0 and 1, dv != d, "
+                        "one 32K context (seconds)",
+                        {
+                            "attention_decode(B=4,n_h=8,n_kv=2,d=128,page=16,split=1,ctx=300,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=3,n_h=8,n_kv=2,d=128,page=16,split=7,ctx=300,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=5,n_h=4,n_kv=4,d=64,page=16,split=3,ctx=200,regime=ragged,dtype=bf16,seed=0)",
+                            "attention_decode(B=4,n_h=4,n_kv=1,d=64,page=16,split=4,ctx=64,regime=empty_splits,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=16,split=2,ctx=256,regime=large_logits,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=4,n_kv=2,d=128,page=1,split=4,ctx=1000,regime=near_uniform,dtype=f16,seed=0)",
+                            "attention_decode(B=1,n_h=4,n_kv=1,d=128,page=64,split=8,ctx=32768,regime=few_dominant,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=4,n_kv=2,d=192,dv=128,page=16,split=2,ctx=100,lens=100/37,regime=typical,dtype=f32,seed=0)",
+                            "attention_decode(B=2,n_h=2,n_kv=1,d=32,page=8,split=1,ctx=50,regime=typical,dtype=f64,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=16,split=3,ctx=500,kv=fp8,k_scale=0.037,v_scale=0.021,regime=typical,dtype=bf16,seed=0)",
+                        },
+                        "dd"});
+DG_REGISTER_SUITE(attention_decode_gate,
+                  Suite{"attention-decode-gate", "the attention_decode merge gate: GQA groups 2-12 and MQA, ragged and "
+                        "empty contexts, empty splits, large logits, near-uniform scores, 32K with a few dominant keys, "
+                        "dv != d, every dtype, FP8 pages with per-tensor scales; dd reference",
+                        {
+                            "attention_decode(B=4,n_h=8,n_kv=2,d=128,page=16,split=1,ctx=300,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=24,n_kv=2,d=128,page=16,split=5,ctx=1000,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=3,n_h=12,n_kv=1,d=128,page=16,split=7,ctx=600,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=5,n_h=8,n_kv=2,d=128,page=16,split=4,ctx=700,regime=ragged,dtype=bf16,seed=0)",
+                            "attention_decode(B=4,n_h=4,n_kv=2,d=64,page=16,split=8,ctx=64,regime=empty_splits,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=16,split=3,ctx=500,regime=large_logits,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=1,split=4,ctx=2000,regime=near_uniform,dtype=bf16,seed=0)",
+                            "attention_decode(B=1,n_h=4,n_kv=1,d=128,page=64,split=16,ctx=32768,regime=few_dominant,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=4,n_kv=2,d=192,dv=128,page=16,split=2,ctx=100,lens=100/37,regime=typical,dtype=f32,seed=0)",
+                            "attention_decode(B=2,n_h=4,n_kv=4,d=128,page=64,split=2,ctx=1000,regime=few_dominant,dtype=f16,seed=0)",
+                            "attention_decode(B=2,n_h=2,n_kv=1,d=32,page=8,split=1,ctx=50,regime=typical,dtype=f64,seed=0)",
+                            "attention_decode(B=3,n_h=8,n_kv=2,d=128,page=16,split=4,ctx=700,kv=fp8,k_scale=0.037,v_scale=0.021,regime=ragged,dtype=bf16,seed=0)",
+                            "attention_decode(B=1,n_h=8,n_kv=1,d=128,page=64,split=8,ctx=4096,kv=fp8,k_scale=0.05,v_scale=0.013,regime=few_dominant,dtype=bf16,seed=0)",
+                        },
+                        "dd"});
+
+}  // namespace
+}  // namespace dg
