@@ -1,0 +1,66 @@
+// sampler (reference/sampler.h): a case's parameters, the decision analysis of a row, and the op's
+// measures, for the OpSpec, the regimes, candidates, mutants and tests.
+//
+// The output is one token id per row, so bits are the wrong metric: the measures compare tokens, and
+// tell a legitimate rounding flip from a bug by the reference's decision margin. The analysis of a
+// row reads the stored inputs in double (s_i = fl32(l_i / fl32(T)), x_i = s_i - max s, E_i = -log u_i)
+// and sorts every token into kept, dropped or undecided, where an f32 kernel may legitimately decide
+// either way:
+//
+//   min-p     undecided when |x_i - log min_p| <= 16 u (4 + |x_i|) (p_i / max p against min_p in f32)
+//   top-k     decided exactly on the f32 values s (every honest kernel holds the same s)
+//   top-p     run on the min-p-sure set and again with the min-p-undecided tokens kept; a token is
+//             undecided when the two runs disagree, when its cumsum lies within tol_p = (3 n + 16) u of
+//             1 - top_p (n the tokens summed: a sequential f32 softmax and cumsum err by less), or when
+//             it belongs to a group of equal s straddling the cut (the tie rule, reference/sampler.h)
+//   race      r_i = x_i - log E_i (log of p_i / E_i up to the common log Z)
+//
+//   margin of a row     r_w - max r_j over the other kept or undecided tokens j (w: the reference's
+//                       token), 0 when w itself is undecided, +inf when no other token can win;
+//                       greedy rows (T < 1e-5) are decided exactly (argmax of the stored logits, lower
+//                       index on ties): margin +inf
+//   wide                every rival j trails by more than 16 u (4 + |x_w| + |x_j| + |log E_w| + |log E_j|)
+//                       (the f32 errors of exp(x), -log(u) and the division), and w is not undecided
+//   flips_wide          rows whose token differs from the reference's although the row is wide (limit 0)
+//   invalid_ids         rows whose token is not an integer in [0, V), or (sampling rows) a token dropped
+//                       for sure by the filters (limit 0)
+//   token_agreement     fraction of rows with the reference's token (report only)
+//   flip_rate.margin<2^-20, <2^-16, <2^-12, >=2^-12
+//                       fraction of the rows of each margin bucket whose token differs (report only)
+// u is the unit roundoff of f32 (2^-24): the sampler runs in f32 whatever the logits' dtype.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "harness/cases/case.h"
+#include "reference/sampler.h"
+
+namespace dg {
+
+SamplerParams sampler_params(const Case& c);
+
+enum class SamplerStatus : uint8_t { dropped, kept, undecided };
+
+// One row's analysis (see the head comment) for the reference's token w.
+struct SamplerRow {
+  std::vector<SamplerStatus> status;    // [V] (greedy rows: every token kept)
+  double margin = std::numeric_limits<double>::infinity();
+  bool wide = true;
+  int64_t undecided = 0;                // tokens the filters leave undecided
+};
+SamplerRow sampler_analyze(const SamplerParams& p, const double* logits, const double* uniforms, int64_t w);
+
+struct SamplerMeasures {
+  int64_t rows = 0, agree = 0, flips = 0, flips_wide = 0, invalid_ids = 0, undecided_rows = 0;
+  double widest_flip_margin = 0;
+  static constexpr int kBuckets = 4;  // margin < 2^-20, < 2^-16, < 2^-12, >= 2^-12
+  int64_t bucket_rows[kBuckets] = {}, bucket_flips[kBuckets] = {};
+  static const char* bucket_name(int i);
+};
+SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<double>& logits,
+                                const std::vector<double>& uniforms, const std::vector<double>& ref_ids,
+                                const std::vector<double>& ids);
+
+}  // namespace dg
