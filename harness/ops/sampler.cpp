@@ -6,11 +6,17 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "harness/cases/registry.h"
+#include "harness/core/threads.h"
 #include "harness/ops/op_common.h"
 #include "reference/certify.h"
 
@@ -58,8 +64,8 @@ std::vector<SamplerStatus> top_p_status(const SamplerParams& p, const std::vecto
   }
   if (cut > 0 && s[static_cast<size_t>(order[cut - 1])] == s[static_cast<size_t>(order[cut])])
     blurred.insert(s[static_cast<size_t>(order[cut])]);
-  for (size_t j = 0; j + 1 < order.size(); ++j)
-    if (blurred.count(s[static_cast<size_t>(order[j])])) st[static_cast<size_t>(order[j])] = SamplerStatus::undecided;
+  for (int64_t i : order)   // the last one too: in another order of its tie group another member is last
+    if (blurred.count(s[static_cast<size_t>(i)])) st[static_cast<size_t>(i)] = SamplerStatus::undecided;
   return st;
 }
 
@@ -130,13 +136,23 @@ int bucket_of(double margin) {
 
 }  // namespace
 
-SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<double>& logits,
-                                const std::vector<double>& uniforms, const std::vector<double>& ref_ids,
-                                const std::vector<double>& ids) {
+std::vector<SamplerRow> sampler_analyze_rows(const SamplerParams& p, const std::vector<double>& logits,
+                                             const std::vector<double>& uniforms, const std::vector<double>& ref_ids) {
+  std::vector<SamplerRow> rows(static_cast<size_t>(p.B));
+  parallel_for(p.B, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      rows[static_cast<size_t>(b)] = sampler_analyze(p, logits.data() + b * p.V, uniforms.data() + b * p.V,
+                                                     static_cast<int64_t>(ref_ids[static_cast<size_t>(b)]));
+  });
+  return rows;
+}
+
+SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<SamplerRow>& rows,
+                                const std::vector<double>& ref_ids, const std::vector<double>& ids) {
   SamplerMeasures m;
   for (int64_t b = 0; b < p.B; ++b) {
     const int64_t w = static_cast<int64_t>(ref_ids[static_cast<size_t>(b)]);
-    const SamplerRow r = sampler_analyze(p, logits.data() + b * p.V, uniforms.data() + b * p.V, w);
+    const SamplerRow& r = rows[static_cast<size_t>(b)];
     const double t = ids[static_cast<size_t>(b)];
     const bool in_range = t >= 0 && t < static_cast<double>(p.V) && t == std::floor(t);
     ++m.rows;
@@ -196,6 +212,39 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   });
 }
 
+// The analyses of a case's rows depend on its inputs and the reference's tokens only, not on the
+// candidate, and cost a sort of the vocabulary per row: `mutants` and `gate` judge many candidates on
+// one case, so the last few are kept, keyed by the case and a hash of the inputs and tokens.
+std::shared_ptr<const std::vector<SamplerRow>> analyses(const Case& c, const TensorMap& in, const RefOutputs& ref) {
+  auto read = [](const Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    t.read(0, v);
+    return v;
+  };
+  const std::vector<double> l = read(in.at("logits")), u = read(in.at("uniforms"));
+  const std::vector<double>& ids = ref.at("token_ids");
+  uint64_t h = 1469598103934665603ull;
+  for (const std::vector<double>* v : {&l, &u, &ids})
+    for (double x : *v) {
+      uint64_t bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+  const std::string key = fmt::format("{}#{:016x}", c.str(), h);
+  static std::mutex mu;
+  static std::deque<std::pair<std::string, std::shared_ptr<const std::vector<SamplerRow>>>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [k, rows] : cache)
+      if (k == key) return rows;
+  }
+  auto rows = std::make_shared<const std::vector<SamplerRow>>(sampler_analyze_rows(sampler_params(c), l, u, ids));
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace_back(key, rows);
+  if (cache.size() > 4) cache.pop_front();
+  return rows;
+}
+
 std::vector<OpMeasure> measure(const Case& c, const CandidateInfo&, const TensorMap& in, const RefOutputs& ref,
                                const TensorMap& out) {
   const SamplerParams p = sampler_params(c);
@@ -204,8 +253,7 @@ std::vector<OpMeasure> measure(const Case& c, const CandidateInfo&, const Tensor
     t.read(0, v);
     return v;
   };
-  const SamplerMeasures m = sampler_measure(p, read(in.at("logits")), read(in.at("uniforms")), ref.at("token_ids"),
-                                            read(out.at("token_ids")));
+  const SamplerMeasures m = sampler_measure(p, *analyses(c, in, ref), ref.at("token_ids"), read(out.at("token_ids")));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<OpMeasure> r;
   r.push_back({"flips_wide", static_cast<double>(m.flips_wide), 0.0, false, 0.0,

@@ -59,8 +59,15 @@ struct SamplerMeasures {
   int64_t bucket_rows[kBuckets] = {}, bucket_flips[kBuckets] = {};
   static const char* bucket_name(int i);
 };
-SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<double>& logits,
-                                const std::vector<double>& uniforms, const std::vector<double>& ref_ids,
-                                const std::vector<double>& ids);
+// The analyses of every row [B] for the reference's tokens ref_ids [B]; logits and uniforms [B,V].
+std::vector<SamplerRow> sampler_analyze_rows(const SamplerParams& p, const std::vector<double>& logits,
+                                             const std::vector<double>& uniforms, const std::vector<double>& ref_ids);
+SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<SamplerRow>& rows,
+                                const std::vector<double>& ref_ids, const std::vector<double>& ids);
+inline SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<double>& logits,
+                                       const std::vector<double>& uniforms, const std::vector<double>& ref_ids,
+                                       const std::vector<double>& ids) {
+  return sampler_measure(p, sampler_analyze_rows(p, logits, uniforms, ref_ids), ref_ids, ids);
+}
 
 }  // namespace dg

@@ -185,6 +185,7 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "moe_router") shape = {{"T", "70"}, {"E", "64"}, {"k", "4"}, {"n_group", "4"}, {"topk_group", "2"}};
     if (r->op == "gemm_fp8_block") shape = {{"M", "5"}, {"N", "130"}, {"K", "256"}};
     if (r->op == "moe_combine") shape = {{"T", "5"}, {"topk", "3"}, {"H", "24"}, {"rsf", "2.5"}};
+    if (r->op == "sampler") shape = {{"B", "5"}, {"V", "300"}, {"top_k", "20"}, {"top_p", "0.9"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;
