@@ -172,8 +172,9 @@ const RegisterSamplerRegimes register_sampler_regimes;
 
 // Suites. Configs (notes/model-ops.md sections 1.8 and 2): vocabularies 32000 (Llama-2 class), 151552
 // (GLM-4.5 ... 4.7) and 154880 (GLM-5.x); GLM-5.3-Flash's generation_config T = 1.0, top_p = 0.95;
-// common serving settings T = 0.7, top_k = 50, min_p = 0.05 .. 0.1. B = 64 rows give every mutant
-// rows where its bug decides the token.
+// common serving settings T = 0.7, top_k = 50, min_p = 0.05 .. 0.1. The gate's rows give every mutant
+// rows where its bug decides the token at every seed: flat rows with top_k = 20 tie dozens of tokens
+// at the k-th value (bf16) or keep 20 near-equal ones that top-p halves (f32).
 DG_REGISTER_SUITE(sampler_smoke,
                   Suite{"sampler-smoke", "small sampler cases: every regime, filter and dtype (seconds)",
                         {
@@ -196,6 +197,8 @@ DG_REGISTER_SUITE(sampler_gate,
                             "sampler(B=32,V=32000,top_k=4,top_p=0.7,regime=typical,dtype=bf16,seed=0)",
                             "sampler(B=32,V=32000,top_k=5,regime=ties_at_k,dtype=bf16,seed=0)",
                             "sampler(B=32,V=4096,top_k=20,top_p=0.9,regime=flat,dtype=bf16,seed=0)",
+                            "sampler(B=16,V=4096,top_k=20,regime=flat,dtype=bf16,seed=0)",
+                            "sampler(B=16,V=4096,top_k=20,top_p=0.5,regime=flat,dtype=f32,seed=0)",
                             "sampler(B=32,V=32000,top_p=0.9,regime=top_p_edge,dtype=f32,seed=0)",
                             "sampler(B=32,V=32000,temperature=0,regime=greedy,dtype=bf16,seed=0)",
                             "sampler(B=16,V=32000,temperature=0.8,regime=large_logits,dtype=f32,seed=0)",

@@ -103,6 +103,23 @@ template <class Real> int64_t sample_row(const SamplerParams& p, const double* l
   return best;
 }
 
+template <class Real> void probabilities_row(const SamplerParams& p, const double* l, double* out) {
+  std::fill(out, out + p.V, 0.0);
+  if (p.greedy()) {
+    out[argmax_logit(l, p.V)] = 1.0;
+    return;
+  }
+  std::vector<double> s(static_cast<size_t>(p.V));
+  for (int64_t i = 0; i < p.V; ++i) s[static_cast<size_t>(i)] = sampler_scaled(l[i], p.temperature);
+  const double m = *std::max_element(s.begin(), s.end());
+  std::vector<Real> e(s.size());
+  for (size_t i = 0; i < s.size(); ++i) e[i] = r_exp(Real(s[i]) - Real(m));
+  const std::vector<int64_t> order = filtered_ascending(p, s, e);
+  const size_t cut = top_p_cut(p, e, order);
+  const Real z = sum_over(e, order, cut);
+  for (size_t j = cut; j < order.size(); ++j) out[order[j]] = to_odd(Real(e[static_cast<size_t>(order[j])] / z));
+}
+
 std::vector<double> read_uniforms(const Tensor& t) {
   std::vector<double> u = read_finite(t, "uniforms");
   for (size_t i = 0; i < u.size(); ++i)
@@ -124,6 +141,17 @@ std::vector<double> sampler_reference(Tier tier, const SamplerParams& p, const T
     for (int64_t b = 0; b < p.B; ++b)
       ids[static_cast<size_t>(b)] = static_cast<double>(sample_row<decltype(real)>(p, l.data() + b * p.V, u.data() + b * p.V));
     return ids;
+  });
+}
+
+std::vector<double> sampler_probabilities(Tier tier, const SamplerParams& p, const Tensor& logits) {
+  sampler_check_params(p);
+  expect_numel(logits, "logits", p.B * p.V, "[B,V]");
+  const std::vector<double> l = read_finite(logits, "logits");
+  return with_tier(tier, [&](auto real) {
+    std::vector<double> probs(l.size());
+    for (int64_t b = 0; b < p.B; ++b) probabilities_row<decltype(real)>(p, l.data() + b * p.V, probs.data() + b * p.V);
+    return probs;
   });
 }
 

@@ -50,4 +50,9 @@ double sampler_scaled(double logit, double temperature);
 // tensors, non-finite logits or uniforms outside (0, 1).
 std::vector<double> sampler_reference(Tier tier, const SamplerParams& p, const Tensor& logits, const Tensor& uniforms);
 
+// The probabilities of every row [B,V] (0 outside the kept set; greedy rows: 1 at the argmax), rounded
+// to odd: the distribution the race draws from, for the distribution test of samplers that draw
+// differently (harness/ops/sampler.h, sampler_tv_plan).
+std::vector<double> sampler_probabilities(Tier tier, const SamplerParams& p, const Tensor& logits);
+
 }  // namespace dg

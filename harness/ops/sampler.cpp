@@ -171,6 +171,23 @@ SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector<Sample
   return m;
 }
 
+SamplerTvPlan sampler_tv_plan(int64_t support, double distortion) {
+  const double a = std::sqrt(std::log(100.0) / 2.0), b = std::sqrt(std::log(20.0) / 2.0);
+  const double root = (std::sqrt(static_cast<double>(support)) + a + b) / distortion;
+  SamplerTvPlan plan;
+  plan.draws = static_cast<int64_t>(std::ceil(root * root));
+  const double n = static_cast<double>(plan.draws);
+  plan.threshold = 0.5 * std::sqrt(static_cast<double>(support) / n) + a / std::sqrt(n);
+  return plan;
+}
+
+double sampler_tv(const std::vector<double>& probs, const std::vector<int64_t>& counts) {
+  double n = 0, tv = 0;
+  for (int64_t c : counts) n += static_cast<double>(c);
+  for (size_t i = 0; i < probs.size(); ++i) tv += std::fabs(static_cast<double>(counts[i]) / n - probs[i]);
+  return 0.5 * tv;
+}
+
 namespace {
 
 void validate(const Case& c) {

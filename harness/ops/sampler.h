@@ -70,4 +70,25 @@ inline SamplerMeasures sampler_measure(const SamplerParams& p, const std::vector
   return sampler_measure(p, sampler_analyze_rows(p, logits, uniforms, ref_ids), ref_ids, ids);
 }
 
+// Distribution test for a sampler that draws differently from the race (sort-free rejection sampling,
+// as FlashInfer's): the same seed gives other tokens, so tokens cannot be compared; their histogram
+// over N draws of one row is compared with the reference's probabilities p (sampler_probabilities) by
+// the total-variation distance TV = 1/2 sum_i |n_i / N - p_i|. One draw moves TV by at most 1/N, so
+// (McDiarmid) P(TV - E TV >= t) <= exp(-2 N t^2), and E TV <= 1/2 sum_i sqrt(p_i / N) <= 1/2 sqrt(K / N)
+// over a support of K tokens. The plan:
+//   threshold  tau = 1/2 sqrt(K / N) + sqrt(ln(100) / (2 N)): an honest sampler exceeds it with
+//              probability < 1% (false alarm)
+//   power      a sampler whose distribution q is at TV(p, q) >= delta has an empirical TV against p
+//              of at least delta - TV(q_N, q) >= delta - 1/2 sqrt(K / N) - sqrt(ln(20) / (2 N)) with
+//              probability >= 95%, which exceeds tau when
+//              N >= ((sqrt(K) + sqrt(ln(100) / 2) + sqrt(ln(20) / 2)) / delta)^2
+// e.g. K = 50 kept tokens and delta = 0.05: N = 38.5K draws, tau = 0.026.
+struct SamplerTvPlan {
+  int64_t draws = 0;
+  double threshold = 0;
+};
+SamplerTvPlan sampler_tv_plan(int64_t support, double distortion);
+// TV between the histogram `counts` [V] (of sum N) and `probs` [V].
+double sampler_tv(const std::vector<double>& probs, const std::vector<int64_t>& counts);
+
 }  // namespace dg

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "datasets/suites.h"
 #include "harness/ops/sampler.h"
 #include "harness/report/report.h"
+#include "reference/sampler.h"
 #include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
@@ -74,6 +76,56 @@ TEST(SamplerCandidates, TheTopPEdgeFlipsOnlyAtNarrowMarginsAndPasses) {
     EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand;
     EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand;
   }
+}
+
+// Counts over V tokens of `n` inverse-CDF draws from `probs` (a sampler that draws differently from the race).
+std::vector<int64_t> inverse_cdf_counts(const std::vector<double>& probs, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::vector<int64_t> counts(probs.size(), 0);
+  for (int64_t d = 0; d < n; ++d) {
+    double u = unif(rng), c = 0;
+    size_t i = 0;
+    for (; i + 1 < probs.size(); ++i)
+      if (probs[i] > 0 && (c += probs[i]) > u) break;
+    while (probs[i] == 0) --i;   // u past the rounded total: the last kept token
+    ++counts[i];
+  }
+  return counts;
+}
+
+// The distribution test (sampler_tv_plan) on one row of 40 tokens at T = 0.8, top_k = 20, top_p = 0.9,
+// planned for a distortion of 0.05: the race on fresh uniforms and an inverse-CDF sampler (other tokens,
+// the same distribution) stay under its threshold; an inverse-CDF sampler of the row at T = 1 (the
+// temperature lost, TV > 0.05 from the reference's distribution) exceeds it.
+TEST(SamplerCandidates, TheDistributionTestSeparatesAnHonestSamplerFromADistortedOne) {
+  SamplerParams p;
+  p.B = 1, p.V = 40, p.temperature = 0.8, p.top_k = 20, p.top_p = 0.9;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  Tensor l(DType::f32, {1, p.V});
+  for (int64_t i = 0; i < p.V; ++i) l.set(i, normal(rng));
+  const std::vector<double> probs = sampler_probabilities(Tier::f64, p, l);
+  SamplerParams hot = p;
+  hot.temperature = 1.0;
+  const std::vector<double> q = sampler_probabilities(Tier::f64, hot, l);
+  int64_t support = 0;
+  double delta = 0;
+  for (int64_t i = 0; i < p.V; ++i) support += probs[i] > 0 || q[i] > 0, delta += 0.5 * std::fabs(probs[i] - q[i]);
+  ASSERT_GT(delta, 0.05);
+  const SamplerTvPlan plan = sampler_tv_plan(support, 0.05);
+  EXPECT_GT(plan.draws, 10000);
+  // the race, one row per draw
+  SamplerParams many = p;
+  many.B = plan.draws;
+  Tensor ls(DType::f32, {many.B, p.V}), us(DType::f32, {many.B, p.V});
+  std::uniform_real_distribution<double> unif(0x1p-24, 1.0 - 0x1p-24);
+  for (int64_t i = 0; i < many.B * p.V; ++i) ls.set(i, l.get(i % p.V)), us.set(i, unif(rng));
+  std::vector<int64_t> race(static_cast<size_t>(p.V), 0);
+  for (double t : sampler_reference(Tier::f64, many, ls, us)) ++race[static_cast<size_t>(t)];
+  EXPECT_LT(sampler_tv(probs, race), plan.threshold);
+  EXPECT_LT(sampler_tv(probs, inverse_cdf_counts(probs, plan.draws, 11)), plan.threshold);
+  EXPECT_GT(sampler_tv(probs, inverse_cdf_counts(q, plan.draws, 12)), plan.threshold);
 }
 
 TEST(SamplerCandidates, BadCasesAndInputsAreRefused) {
