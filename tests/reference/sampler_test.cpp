@@ -61,11 +61,18 @@ TEST(SamplerReference, TopKKeepsItsBoundaryTies) {
 // the cut exactly at a cumsum: <= drops it); top_p = 0.75 drops token 3 only.
 TEST(SamplerReference, TopPDropsCumsumAtMostOneMinusPFromTheHighIndexOfATie) {
   const std::vector<double> l = {0, 0, 0, 0};
+  std::vector<double> want_half(4, 0.0), want_greedy(4, 0.0);
+  want_half[0] = want_half[1] = 0.5;
+  want_greedy[1] = 1.0;
   for (Tier tier : kTiers) {
     EXPECT_EQ(token(tier, params(1, 4, 1.0, 0, 0.5, 0), l, favour(4, 2)), 0.0) << tier_name(tier);
     EXPECT_EQ(token(tier, params(1, 4, 1.0, 0, 0.5, 0), l, favour(4, 1)), 1.0) << tier_name(tier);
     EXPECT_EQ(token(tier, params(1, 4, 1.0, 0, 0.75, 0), l, favour(4, 2)), 2.0) << tier_name(tier);
     EXPECT_EQ(token(tier, params(1, 4, 1.0, 0, 0.75, 0), l, favour(4, 3)), 0.0) << tier_name(tier);
+    const std::vector<double> half = sampler_probabilities(tier, params(1, 4, 1.0, 0, 0.5, 0), mat(l, 1));
+    const std::vector<double> greedy = sampler_probabilities(tier, params(1, 4, 0.0, 0, 0.5, 0), mat({0, 2, 2, 1}, 1));
+    EXPECT_EQ(half, want_half) << tier_name(tier);
+    EXPECT_EQ(greedy, want_greedy) << tier_name(tier);   // greedy: all of it on the first largest
     // a tiny top_p keeps the largest token only (the last is never dropped)
     EXPECT_EQ(token(tier, params(1, 4, 1.0, 0, 1e-6, 0), {0, 1, 0, 0}, favour(4, 3)), 1.0) << tier_name(tier);
   }
