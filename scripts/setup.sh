@@ -14,6 +14,7 @@ packages=(
   libssl-dev libxml2-utils
   clang libclang-rt-14-dev
   libopenblas-serial-dev libdnnl-dev
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
