@@ -26,20 +26,25 @@ owner=${3:-}
 
 skip() { echo "test-cluster: cannot run a Slurm cluster here: $*" >&2; exit 77; }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# Two distinct free TCP ports (both held open while the kernel picks them).
+free_ports() {
+  python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))'
 }
 
 write_conf() {
-  local host=$1 cpus mem_mb
+  local host=$1 cpus mem_mb ports
   cpus=$(nproc)
+  read -r -a ports <<< "$(free_ports)"
   mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.9 }' /proc/meminfo)
   cat > "$dir/slurm.conf" <<CONF
 # Written by scripts/slurm/test-cluster.sh: a one-node cluster for driftgate's sweep test.
 ClusterName=driftgate-test
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
+SlurmctldPort=${ports[0]}
+SlurmdPort=${ports[1]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -172,7 +177,10 @@ stop() {
 case $cmd in
   start) start ;;
   watch) watch ;;
-  env) echo "export SLURM_CONF=$(cd "$dir" && pwd)/slurm.conf" ;;
+  env)
+    [ -f "$dir/slurm.conf" ] || { echo "test-cluster: no cluster in $dir (start one first)" >&2; exit 2; }
+    echo "export SLURM_CONF=$(cd "$dir" && pwd)/slurm.conf"
+    ;;
   stop) stop ;;
   *) usage ;;
 esac

@@ -109,10 +109,17 @@ class SlurmCluster : public ::testing::Test {
     if (r.rc == 77) skip_ = r.err;
     else if (r.rc != 0) setup_error_ = "test-cluster.sh start: exit " + std::to_string(r.rc) + "\n" + r.out + r.err;
   }
+  // Stops the cluster, then removes every file of this process's (tmp()).
   static void TearDownTestSuite() {
     testing::CliResult r = sh(kScripts + "test-cluster.sh stop " + tmp("cluster"));
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_FALSE(fs::exists(tmp("cluster")));
+    remove_own_files();
+  }
+  static void remove_own_files() {
+    const std::string prefix = fs::path(tmp("")).filename().string();
+    for (const auto& e : fs::directory_iterator(fs::path(tmp("")).parent_path()))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(e.path());
   }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
@@ -192,6 +199,9 @@ TEST(SlurmScripts, SubmitRefusesBadArgumentsBeforeSubmitting) {
   r = sh(kScripts + "submit.sh --shards 2 " + tmp("used") + " gate --suite rmsnorm-smoke");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("already holds shard results"));
+  fs::remove_all(tmp("bad"));
+  fs::remove_all(tmp("used"));
+  fs::remove(tmp("stderr.txt"));
 }
 
 }  // namespace
