@@ -103,8 +103,8 @@ start_daemon() {
 
 # Waits up to 30 s until sinfo shows the node idle.
 wait_idle() {
-  local i state
-  for i in $(seq 1 60); do
+  local state name
+  for _ in $(seq 1 60); do
     state=$(SLURM_CONF=$dir/slurm.conf sinfo -h -N -o '%t' 2>/dev/null || true)
     [ "$state" = idle ] && return 0
     for name in slurmctld slurmd; do
