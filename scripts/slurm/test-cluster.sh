@@ -160,13 +160,15 @@ stop() {
   fi
   # Jobs first, so that no job step outlives its slurmd.
   SLURM_CONF=$dir/slurm.conf timeout 10 scancel --full --user "$(id -un)" >/dev/null 2>&1 || true
+  local pids=()
   for name in slurmd slurmctld; do
-    if [ -f "$dir/$name.started" ]; then
-      pid=$(cat "$dir/$name.started")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
+    if [ -f "$dir/$name.started" ]; then pids+=("$(cat "$dir/$name.started")"); fi
+  done
+  # Both at once (each takes a second or two to shut down), then at most 5 s before SIGKILL.
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
   done
   if [ -f "$dir/munge/munged.pid" ]; then
     munged --stop --socket="$dir/munge/munge.socket" >/dev/null 2>&1 || kill "$(cat "$dir/munge/munged.pid")" 2>/dev/null || true
