@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of driftgate: Debian packages, then the checkout's Python
-# virtual environment (.venv) with safetensors and ml_dtypes from PyPI and the driftgate package.
+# virtual environment (.venv) with safetensors, ml_dtypes and kubernetes-validate from PyPI and the
+# driftgate package.
 # Idempotent: what is already present is skipped, so a second run is a no-op.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ packages=(
   libssl-dev libxml2-utils
   clang libclang-rt-14-dev
   libopenblas-serial-dev libdnnl-dev
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
@@ -49,6 +51,12 @@ numpy_version=$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')
 if ! "$venv/bin/python3" -c 'import safetensors.numpy, ml_dtypes' >/dev/null 2>&1; then
   echo "setup: pip install safetensors ml_dtypes into $venv"
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check safetensors ml_dtypes "numpy==$numpy_version"
+fi
+# kubernetes-validate (bundles the Kubernetes JSON schemas, checks offline) for the test of the
+# Kubernetes manifests scripts/k8s/ generates.
+if ! "$venv/bin/python3" -c 'import kubernetes_validate' >/dev/null 2>&1; then
+  echo "setup: pip install kubernetes-validate into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check kubernetes-validate
 fi
 if ! "$venv/bin/python3" -c 'import os, sys, driftgate; sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(driftgate.__file__))) != os.path.realpath(sys.argv[1]))' "$root/python" >/dev/null 2>&1; then
   echo "setup: pip install -e python/ into $venv"
