@@ -81,17 +81,33 @@ template <class Real> size_t top_p_cut(const SamplerParams& p, const std::vector
   return j;
 }
 
-template <class Real> int64_t sample_row(const SamplerParams& p, const double* l, const double* u) {
-  if (p.greedy()) return argmax_logit(l, p.V);
+// What a non-greedy row keeps after the filters: e = exp(s - max s) in the tier, the tokens min-p and
+// top-k kept in ascending order, the top-p cut into it (order[cut ..] are kept) and their sum z.
+template <class Real> struct KeptSet {
+  std::vector<Real> e;
+  std::vector<int64_t> order;
+  size_t cut = 0;
+  Real z;
+};
+template <class Real> KeptSet<Real> kept_set(const SamplerParams& p, const double* l) {
   std::vector<double> s(static_cast<size_t>(p.V));
   for (int64_t i = 0; i < p.V; ++i) s[static_cast<size_t>(i)] = sampler_scaled(l[i], p.temperature);
   const double m = *std::max_element(s.begin(), s.end());
-  std::vector<Real> e(s.size());
-  for (size_t i = 0; i < s.size(); ++i) e[i] = r_exp(Real(s[i]) - Real(m));
-  const std::vector<int64_t> order = filtered_ascending(p, s, e);
-  const size_t cut = top_p_cut(p, e, order);
-  const Real z = sum_over(e, order, cut);
-  std::vector<int64_t> kept(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
+  KeptSet<Real> k;
+  k.e.resize(s.size());
+  for (size_t i = 0; i < s.size(); ++i) k.e[i] = r_exp(Real(s[i]) - Real(m));
+  k.order = filtered_ascending(p, s, k.e);
+  k.cut = top_p_cut(p, k.e, k.order);
+  k.z = sum_over(k.e, k.order, k.cut);
+  return k;
+}
+
+template <class Real> int64_t sample_row(const SamplerParams& p, const double* l, const double* u) {
+  if (p.greedy()) return argmax_logit(l, p.V);
+  const KeptSet<Real> k = kept_set<Real>(p, l);
+  const std::vector<Real>& e = k.e;
+  const Real& z = k.z;
+  std::vector<int64_t> kept(k.order.begin() + static_cast<std::ptrdiff_t>(k.cut), k.order.end());
   std::sort(kept.begin(), kept.end());
   int64_t best = -1;
   Real best_race(0.0);
@@ -109,15 +125,9 @@ template <class Real> void probabilities_row(const SamplerParams& p, const doubl
     out[argmax_logit(l, p.V)] = 1.0;
     return;
   }
-  std::vector<double> s(static_cast<size_t>(p.V));
-  for (int64_t i = 0; i < p.V; ++i) s[static_cast<size_t>(i)] = sampler_scaled(l[i], p.temperature);
-  const double m = *std::max_element(s.begin(), s.end());
-  std::vector<Real> e(s.size());
-  for (size_t i = 0; i < s.size(); ++i) e[i] = r_exp(Real(s[i]) - Real(m));
-  const std::vector<int64_t> order = filtered_ascending(p, s, e);
-  const size_t cut = top_p_cut(p, e, order);
-  const Real z = sum_over(e, order, cut);
-  for (size_t j = cut; j < order.size(); ++j) out[order[j]] = to_odd(Real(e[static_cast<size_t>(order[j])] / z));
+  const KeptSet<Real> k = kept_set<Real>(p, l);
+  for (size_t j = k.cut; j < k.order.size(); ++j)
+    out[k.order[j]] = to_odd(Real(k.e[static_cast<size_t>(k.order[j])] / k.z));
 }
 
 std::vector<double> read_uniforms(const Tensor& t) {
