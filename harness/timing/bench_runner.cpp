@@ -305,7 +305,7 @@ class Runner {
   std::vector<BenchSamples> results() {
     std::vector<BenchSamples> out(cands_.size());
     for (size_t ci = 0; ci < cands_.size(); ++ci) {
-      std::vector<std::string> problems = check(static_cast<int>(ci), out[ci].reruns);
+      std::vector<std::string> problems = check(static_cast<int>(ci), out[ci].rerun_picks, out[ci].reruns);
       out[ci].candidate = cands_[ci]->name();
       out[ci].seconds = samples_[ci];
       out[ci].cpu_seconds = cpu_[ci];
@@ -533,13 +533,15 @@ class Runner {
   // --- the checks after timing --------------------------------------------------------------------
 
   // The checks after timing, for one candidate; returns the problems found, in call order, and sets
-  // `compared` to the number of re-runs compared. Picks whose inputs cannot be recreated are
-  // skipped (only a call that wrote to its inputs, itself a problem, leaves such a slot); when every
-  // pick is skipped the re-run check has not run, and that is a problem of its own, never a pass.
-  std::vector<std::string> check(int cand, int& compared) {
+  // `picked` and `compared` to the numbers of re-runs picked and compared. Picks whose inputs
+  // cannot be recreated are skipped (only a call that wrote to its inputs, itself a problem, leaves
+  // such a slot); when every pick is skipped the re-run check has not run, and that is a problem of
+  // its own, never a pass.
+  std::vector<std::string> check(int cand, int& picked, int& compared) {
     std::vector<std::string> problems = write_problems(cand);
     const std::vector<const CallRecord*> picks = pick_reruns(cand);
     const std::vector<CallRecord> reruns = rerun_and_compare(cand, picks, problems);
+    picked = static_cast<int>(picks.size());
     compared = static_cast<int>(reruns.size());
     if (!picks.empty() && reruns.empty())
       problems.push_back(fmt::format("none of the {} picked timed calls could be re-run on the inputs it saw (they changed "

@@ -109,7 +109,8 @@ struct BenchSamples {
   double device_peak_gbs = 0;
   std::string device;
   int64_t calls = 0;                 // every call time_candidates made: warm-up, timed and re-runs
-  int reruns = 0;                    // re-runs compared bitwise with their timed call (at most 8)
+  int rerun_picks = 0;               // timed calls picked for a re-run (one per input set used, at most 8)
+  int reruns = 0;                    // of those, re-runs compared bitwise with their timed call
   bool outputs_consistent = true;
   std::string inconsistency;         // the first problem: which call and which tensor (and how many more)
   // Outside timing (time_in_worker): `seconds` are driftgate's own clock's (device candidates: the

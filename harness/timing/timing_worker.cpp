@@ -769,6 +769,7 @@ std::vector<BenchSamples> read_worker_report(const std::string& report, const Ti
     b.device_peak_gbs = s.at("device_peak_gbs");
     b.device = s.at("device");
     b.calls = json_integer<int64_t>(s.at("calls"));
+    b.rerun_picks = json_integer<int>(s.at("rerun_picks"));
     b.reruns = json_integer<int>(s.at("reruns"));
     b.outputs_consistent = s.at("outputs_consistent");
     b.inconsistency = s.at("inconsistency");
@@ -1071,7 +1072,7 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
     rows.push_back({{"candidate", s.candidate}, {"seconds", s.seconds}, {"cpu_seconds", s.cpu_seconds},
                     {"wall_seconds", s.wall_seconds}, {"throttled", s.throttled}, {"low_clock", s.low_clock},
                     {"device_peak_gbs", s.device_peak_gbs}, {"device", s.device},
-                    {"calls", s.calls}, {"reruns", s.reruns}, {"outputs_consistent", s.outputs_consistent},
+                    {"calls", s.calls}, {"rerun_picks", s.rerun_picks}, {"reruns", s.reruns}, {"outputs_consistent", s.outputs_consistent},
                     {"inconsistency", s.inconsistency}});
   write_file_atomic(report, nlohmann::json{{"samples", rows}}.dump() + "\n");
   return 0;

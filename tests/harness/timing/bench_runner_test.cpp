@@ -313,9 +313,10 @@ TEST(BenchRunner, HonestCandidatesAreConsistentAndCheatsAreNot) {
       small_case(), fixed(6));
   ASSERT_EQ(r.size(), 7u);
   EXPECT_TRUE(r[0].outputs_consistent) << r[0].inconsistency;
-  // One re-run per input set (3 here) is compared bitwise with its timed call: picks skipped
-  // because their inputs could not be recreated would show here.
-  EXPECT_EQ(r[0].reruns, 3);
+  // One re-run per input set the timed calls used (2 or 3 of the 3 here) is compared bitwise with
+  // its timed call: picks skipped because their inputs could not be recreated would show here.
+  EXPECT_GE(r[0].rerun_picks, 2);
+  EXPECT_EQ(r[0].reruns, r[0].rerun_picks);
   for (size_t i = 1; i < r.size(); ++i) {
     EXPECT_FALSE(r[i].outputs_consistent) << r[i].candidate;
     EXPECT_THAT(r[i].inconsistency, HasSubstr("call")) << r[i].candidate;
