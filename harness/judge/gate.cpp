@@ -285,9 +285,13 @@ Verdict case_verdict(const GateRow& row, const Policy& pol) {
   for (const Check& c : row.checks)
     if (!c.passed && (c.name == "base" || c.name == "naive")) return Verdict::CANNOT_JUDGE;
   if (row.patch.disposition == Disposition::NOT_SUPPORTED && pol.not_supported == "skip") return Verdict::SKIPPED;
+  bool unsettled = false;
   for (const Check& c : row.checks)
-    if (!c.passed) return Verdict::REJECT;
-  return Verdict::MERGE;
+    if (!c.passed && c.name == "timing_settled") unsettled = true;
+    else if (!c.passed) return Verdict::REJECT;
+  // (A patch that failed a check even beside a base it may have slowed, SLOWER among them, is
+  // rejected above: the unsettled rule could only have flattered it.)
+  return unsettled ? Verdict::CANNOT_JUDGE : Verdict::MERGE;
 }
 
 int GateReport::judged() const {
@@ -356,10 +360,15 @@ std::vector<Check> speed_checks(const SpeedRow& s, std::optional<double> claim, 
   out.push_back({"timed_outputs", s.inconsistent.empty(),
                  s.inconsistent.empty() ? "every timed call's outputs match an untimed re-run"
                                         : "INVALID: " + s.inconsistent});
-  const std::string again = s.retimed.empty() ? "" : " (timed twice: the first timing broke " + s.retimed + ")";
+  const std::string again = s.retimed.empty() ? "" : " (timed again in fresh workers: the first timing did not settle " + s.retimed + ")";
   out.push_back({"timing_rules", s.invalid.empty(),
                  (s.invalid.empty() ? "driftgate's clock and CPU reads agree with the worker's, within the thread budget"
                                     : "INVALID: " + s.invalid) + again});
+  if (!s.unsettled.empty())
+    out.push_back({"timing_settled", false,
+                   "CANNOT_JUDGE: rule base_alone " + s.unsettled +
+                       " (the machine was too noisy to tell whether the patch slowed the base; time it on a quieter one)",
+                   CheckOutcome::errored});
   Check t{"throughput", s.verdict != "SLOWER",
           fmt::format("{} speedup {:.3f} [{:.3f}, {:.3f}], Mann-Whitney p {:.2g}", s.verdict, s.estimate, s.lo, s.hi,
                       s.mann_whitney_p)};
@@ -414,6 +423,7 @@ nlohmann::json row_json(const GateRow& g) {
       row["speed"]["base_alone"] = {{"ratio", s.base_alone}, {"lo", s.base_alone_lo}, {"hi", s.base_alone_hi},
                                     {"calls_alone", s.base_alone_calls}};
     if (!s.retimed.empty()) row["speed"]["retimed"] = s.retimed;
+    if (!s.unsettled.empty()) row["speed"]["unsettled"] = s.unsettled;
     if (!s.machine.is_null()) row["speed"]["machine"] = s.machine;
     if (s.patch_on_device) {
       row["speed"]["patch_device"] = s.patch_device;
@@ -588,6 +598,7 @@ std::vector<GateRow> gate_rows_from_json(const std::string& text) {
       sp.patch_throttled = s.contains("patch_throttled") ? json_integer<int>(s.at("patch_throttled")) : 0;
       sp.patch_low_clock = s.contains("patch_low_clock") ? json_integer<int>(s.at("patch_low_clock")) : 0;
       sp.retimed = s.value("retimed", std::string());
+      sp.unsettled = s.value("unsettled", std::string());
       if (s.contains("machine")) sp.machine = s.at("machine");
       if (s.contains("base_alone")) {
         const nlohmann::json& a = s.at("base_alone");

@@ -7,8 +7,10 @@
 //   REJECT        1  a check failed: the patch is worse, slower, broke a rule, crashed or hung
 //   CANNOT_JUDGE  4  nothing trustworthy to judge against: the base or the policy's naive
 //                    candidate is not PASSED or fails its own floor on a case (its error never
-//                    relaxes the patch's limit); or the patch is NOT_SUPPORTED or ERRORED on every
-//                    case; or no case was judged
+//                    relaxes the patch's limit); or rule base_alone could not be settled on the
+//                    timing's machine (check timing_settled: too noisy to tell whether the patch
+//                    slowed the base); or the patch is NOT_SUPPORTED or ERRORED on every case; or
+//                    no case was judged
 //   INCOMPLETE    5  the gate stopped before every planned case had a row (killed, interrupted):
 //                    verdict.json says so until `gate --resume` completes it
 //   SKIPPED       -  (cases only) the patch answered NOT_SUPPORTED and the policy skips such cases
@@ -80,6 +82,9 @@ struct SpeedRow {
   bool below_physical_bound = false;
   std::string inconsistent;              // timed calls whose outputs differ from a re-run (cached results)
   std::string invalid;                   // a broken timing rule (clock, cpu_budget; harness/timing/timing_worker.h)
+  // Rule base_alone neither broken nor settled in every timing (speed.cpp, settle_base_alone): the
+  // machine was too noisy to tell whether the patch slowed the base, so the case is CANNOT_JUDGE.
+  std::string unsettled;
   // A device patch (CUDA): its times are device time; its host wall time and overhead beside them.
   bool patch_on_device = false;
   double patch_wall_median_s = 0, patch_host_overhead = 0;
@@ -125,7 +130,8 @@ VerifyOptions gate_verify_options(Tier tier, const Policy& policy, bool isolate,
 // A case's verdict from its checks and records (the one place a case is judged):
 //   base or naive not PASSED, or below its own floor (Record::min_bits)     CANNOT_JUDGE
 //   patch NOT_SUPPORTED and policy.not_supported == "skip"                  SKIPPED
-//   any judged or errored check failed                                      REJECT
+//   any judged or errored check failed, but timing_settled                   REJECT
+//   rule base_alone not settled by any timing (check timing_settled)         CANNOT_JUDGE
 //   otherwise                                                               MERGE
 Verdict case_verdict(const GateRow& row, const Policy& policy);
 

@@ -40,6 +40,15 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
 // The SpeedRow of two candidates' samples (base first, patch second).
 SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m);
 
+// Rule base_alone settled by a timing (the base's samples: BenchSamples::alone_*): the 95% interval
+// of the base's median beside the patch over its median alone lies within the rule's tolerance,
+// [1/1.1, 1.1]. An equivalence test: evidence that the patch did not slow the base, where a rule
+// not broken is only the absence of evidence that it did. Not measured (a device patch): settled.
+// measure_speed times a case again, in fresh workers, until a timing settles the rule or breaks a
+// rule (at most kBaseAloneRetimes more times); unsettled to the end, the case is CANNOT_JUDGE
+// (SpeedRow::unsettled), or INVALID where the first timing broke the rule.
+bool base_alone_settled(const BenchSamples& base);
+
 // Timing runs in a worker process (harness/timing/timing_worker.h); extra_args are forwarded to it, and
 // base_args to the worker that times the base alone (rule base_alone: the outside candidate
 // arguments that bring the base and nothing else, exec_candidate.h outside_args_of). The worker is

@@ -241,10 +241,6 @@ struct Sample {
 // Every signal but SIGKILL (9) and SIGSTOP (19), which cannot be blocked: bit n-1 is signal n.
 constexpr uint64_t kBlockable = ~((uint64_t{1} << 8) | (uint64_t{1} << 18));
 
-// Rule base_alone: the base beside the patch may be at most this much slower than alone (the lower
-// end of the 95% interval of the ratio of their medians). Honest pairs read 0.72-1.29 on a loaded
-// 2-core machine, the lower end of the interval at most 1.00 (README).
-constexpr double kBaseAloneTolerance = 0.10;
 constexpr size_t kBaseAloneMinCalls = 5;
 
 // Whose turn it is, when two timing workers are served at once (the shared worker, which times

@@ -162,6 +162,14 @@ std::string judge_timing(const std::string& candidate, const std::vector<double>
                          const std::vector<double>& other, double round_trip, int threads, bool children_ticks,
                          const std::vector<double>& observer_delay = {});
 
+// Rule base_alone: the base beside the patch may be at most this much slower than alone (the lower
+// end of the 95% interval of the ratio of their medians). Honest pairs read 0.72-1.29 on a loaded
+// 2-core machine, the lower end of the interval at most 1.00 (README).
+constexpr double kBaseAloneTolerance = 0.10;
+// A case that broke only rule base_alone is timed again, at most this many times (speed.cpp,
+// measure_speed): until a retime clears it or breaks it.
+constexpr int kBaseAloneRetimes = 2;
+
 // Rule base_alone's second half (exposed for the tests): "" or why `candidate` (its times beside
 // the base, `seconds`) is slower than the base timed in a process of its own (`base_alone`) by more
 // than the rule's tolerance of 10%, i.e. the 95% interval of median(base_alone) / median(seconds)

@@ -19,6 +19,7 @@
 #include "harness/timing/bench_runner.h"
 #include "harness/cases/registry.h"
 #include "harness/core/threads.h"
+#include "harness/timing/speed.h"
 #include "harness/timing/timing_worker.h"
 #include "tests/run_driftgate.h"
 
@@ -303,6 +304,40 @@ TEST(TimingGate, AnUnstoppableProcessBreaksRuleIdle) {
 // slower than there (rule base_alone).
 TEST(TimingGate, BuiltInBasePatcherBreaksRuleBaseAlone) {
   expect_rejected_by(gate("kda_cpu_recurrent_f32", "kda_cheat_patch_base"), "base_alone");
+}
+
+// The point of slowing the base: kda_cheat_patch_base_even is 1.3x slower and makes the base beside
+// it 1.3x slower too, so the two read the same speed (which passes). Against the base timed alone it
+// is slower by more than the rule's 10% (rule base_alone, either half). Under load either worker can
+// run 2x slow for a whole timing, which hides the 1.3x or widens the interval past telling; such a
+// timing does not settle the rule and is timed again, and a case never settled is CANNOT_JUDGE
+// (exit 4). Either way it is never a MERGE.
+TEST(TimingGate, APatchThatSlowsTheBaseToItsOwnSpeedIsNeverMerged) {
+  const Result r = gate("kda_cpu_recurrent_f32", "kda_cheat_patch_base_even");
+  if (r.rc == 4) {
+    EXPECT_THAT(r.out, ::testing::ContainsRegex("timing_settled: CANNOT_JUDGE: rule base_alone not settled")) << r.out;
+    std::cerr << "rule base_alone was not settled in three timings (a loaded machine): CANNOT_JUDGE\n";
+    return;
+  }
+  expect_rejected_by(r, "base_alone");
+}
+
+// A timing settles rule base_alone only when its interval of the base beside over alone lies within
+// 10% either way: a slow alone worker (0.51x [0.46, 0.91]) or a wide interval (0.81x [0.46, 1.15])
+// would hide a slowdown that merely failed to break the rule.
+TEST(BaseAlone, ATimingSettlesTheRuleOnlyWithinTenPercentEitherWay) {
+  auto timing = [](double ratio, double lo, double hi, int calls = 200) {
+    BenchSamples b;
+    b.alone_ratio = ratio, b.alone_lo = lo, b.alone_hi = hi, b.alone_calls = calls;
+    return b;
+  };
+  EXPECT_TRUE(base_alone_settled(timing(1.0, 0.97, 1.04)));
+  EXPECT_TRUE(base_alone_settled(timing(1.0, 0.91, 1.10)));
+  EXPECT_FALSE(base_alone_settled(timing(0.51, 0.46, 0.91)));   // the alone worker slow: hides 1.3x
+  EXPECT_FALSE(base_alone_settled(timing(0.81, 0.46, 1.15)));   // too wide to tell
+  EXPECT_FALSE(base_alone_settled(timing(1.17, 0.94, 1.25)));
+  EXPECT_FALSE(base_alone_settled(timing(1.29, 1.27, 1.31)));   // broken
+  EXPECT_TRUE(base_alone_settled(timing(0, 0, 0, 0)));          // not measured (a device patch)
 }
 
 // Rule base_alone's second half on its own: a candidate slower than the base timed alone by more

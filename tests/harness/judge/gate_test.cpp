@@ -2,6 +2,7 @@
 #include "harness/judge/gate.h"
 #include "harness/judge/mutants.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -188,6 +189,35 @@ TEST(Gate, SpeedRules) {
   bool timed_failed = false;
   for (const Check& c : speed_checks(s, std::nullopt, p)) timed_failed |= c.name == "timed_outputs" && !c.passed;
   EXPECT_TRUE(timed_failed);
+}
+
+// Rule base_alone left unsettled by every timing (too noisy a machine to tell whether the patch
+// slowed the base): the case cannot be judged, never MERGE, and not a REJECT of a patch that may be
+// honest.
+TEST(Gate, AnUnsettledBaseAloneRuleCannotJudgeTheCase) {
+  Policy p = default_policy();
+  SpeedRow s;
+  s.estimate = 1.1, s.lo = 1.05, s.hi = 1.15, s.verdict = "FASTER";
+  s.unsettled = "not settled in 3 timings in fresh workers: ...";
+  GateRow g;
+  g.base = record("b", 1e-6, 1e-6, 0);
+  g.patch = record("p", 1e-6, 1e-6, 0);
+  g.checks = speed_checks(s, std::nullopt, p);
+  const auto settled = std::find_if(g.checks.begin(), g.checks.end(), [](const Check& c) { return c.name == "timing_settled"; });
+  ASSERT_NE(settled, g.checks.end());
+  EXPECT_FALSE(settled->passed);
+  EXPECT_EQ(settled->outcome, CheckOutcome::errored);
+  EXPECT_THAT(settled->detail, HasSubstr("CANNOT_JUDGE: rule base_alone not settled in 3 timings"));
+  EXPECT_EQ(case_verdict(g, p), Verdict::CANNOT_JUDGE);
+  // Unsettled, and failing another check (SLOWER even beside a base it may have slowed): REJECT.
+  s.verdict = "SLOWER";
+  g.checks = speed_checks(s, std::nullopt, p);
+  EXPECT_EQ(case_verdict(g, p), Verdict::REJECT);
+  s.verdict = "FASTER";
+  // Settled: judged on its speed (FASTER here), MERGE.
+  s.unsettled.clear();
+  g.checks = speed_checks(s, std::nullopt, p);
+  EXPECT_EQ(case_verdict(g, p), Verdict::MERGE);
 }
 
 TEST(Gate, RenderersCarryVerdictReasonsAndReproduce) {
