@@ -129,6 +129,26 @@ TEST(CudaAttentionDecodeGpu, PassesTheGateRulesOnEveryGateCase) {
   expect_gate_rules("attention-decode-gate");
 }
 
+// Shapes outside the suites' that change the kernel's tiling: a group of 20 (two blocks of q heads
+// per kv head, 16 and 4), d = 512 (8 heads a block: 12 heads in blocks of 8 and 4; 5 tokens a
+// tile), d = dv = 1024 (4 heads a block, 2 tokens a tile) and d = 8 with dv = 200 (more tokens a
+// tile than the page): each PASSED and within the gate's precision rules against the CPU split-KV.
+TEST(CudaAttentionDecodeGpu, HeadBlocksAndTileSizesPassTheGateRules) {
+  SKIP_WITHOUT_GPU();
+  const Policy policy = default_policy();
+  for (const std::string cs :
+       {"attention_decode(B=2,n_h=40,n_kv=2,d=128,page=16,split=3,ctx=200,regime=ragged,dtype=bf16,seed=0)",
+        "attention_decode(B=2,n_h=12,n_kv=1,d=512,page=16,split=2,ctx=100,regime=typical,dtype=bf16,seed=0)",
+        "attention_decode(B=1,n_h=8,n_kv=2,d=1024,page=4,split=2,ctx=37,regime=few_dominant,dtype=f16,seed=0)",
+        "attention_decode(B=3,n_h=6,n_kv=3,d=8,dv=200,page=4,split=5,ctx=90,regime=large_logits,dtype=f32,seed=0)"}) {
+    const Record patch = verify_dd(kCuda, cs), base = verify_dd(kCpu, cs);
+    const Record naive = verify_dd(policy.naive_for("attention_decode", DType::f32), cs);
+    EXPECT_EQ(patch.disposition, Disposition::PASSED) << cs << ": " << patch.reason;
+    for (const Check& chk : precision_checks(base, patch, &naive, policy))
+      EXPECT_TRUE(chk.passed) << cs << ": " << chk.name << ": " << chk.detail;
+  }
+}
+
 // On the same inputs (a case's inputs are drawn from its whole string, so the split's cases get the
 // split = 1 case's), splits of 3, 7 and 16 (most of them empty for the ragged batch's short
 // sequences) give the o and lse of no split within f32's error of a softmax over <= 300 keys:
