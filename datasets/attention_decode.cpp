@@ -194,5 +194,20 @@ DG_REGISTER_SUITE(attention_decode_gate,
                         },
                         "dd"});
 
+// attention-decode-gpu: what scripts/gpu-check.sh benches: GLM-4.5's attention on one rank of TP 8
+// (12 q heads over 1 kv head of 128), vLLM's page 16, bf16, at B = 1, 8, 64 sequences of 32K, 8K and
+// 4K context, split so that every sequence's share is 512 to 1024 tokens and the grid has 64 to 256
+// blocks; and FP8 pages at B = 8. f64 reference (every candidate's softmax is f32).
+DG_REGISTER_SUITE(attention_decode_gpu,
+                  Suite{"attention-decode-gpu", "paged decode attention at GLM-4.5's TP-8 shape (12 q heads, 1 kv "
+                        "head of 128, page 16) at B = 1, 8, 64 and 32K, 8K, 4K context, bf16 and FP8 pages (f64 reference)",
+                        {
+                            "attention_decode(B=1,n_h=12,n_kv=1,d=128,page=16,split=64,ctx=32768,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=8,n_h=12,n_kv=1,d=128,page=16,split=16,ctx=8192,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=64,n_h=12,n_kv=1,d=128,page=16,split=4,ctx=4096,regime=typical,dtype=bf16,seed=0)",
+                            "attention_decode(B=8,n_h=12,n_kv=1,d=128,page=16,split=16,ctx=8192,kv=fp8,k_scale=0.037,v_scale=0.021,regime=typical,dtype=bf16,seed=0)",
+                        },
+                        "f64"});
+
 }  // namespace
 }  // namespace dg

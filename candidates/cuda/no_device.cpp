@@ -1,5 +1,6 @@
 // The CUDA entry points of a build without nvcc: device discovery says why, the candidates throw
 // NotSupported with the same reason, and no device memory is registered.
+#include "candidates/cuda/attention_decode.h"
 #include "candidates/cuda/device.h"
 #include "candidates/cuda/gemm_cublaslt.h"
 #include "candidates/cuda/kda_cuda.h"
@@ -29,6 +30,7 @@ void gemm_cuda_cublaslt_bf16(const Case&, const TensorMap&, TensorMap&) { throw 
 void gemm_fp8_block_cuda_cublaslt(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void rope_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void moe_router_cuda_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void attention_decode_cuda_splitkv_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void register_cuda_device_ops() {}
 
 }  // namespace dg
