@@ -423,15 +423,16 @@ OpSpec layer_spec() {
     return double(p.B * p.T) * flops_per_token(p);
   };
   s.bytes = [](const Case& c, const Storage& st) {
-    // every step reads the weights it uses once (the routed experts its B tokens pick, at most E),
-    // x and y, and reads and writes each sequence's KDA state and conv states
+    // at least: the weights once (the shared expert and the k routed experts of one token; more
+    // tokens may share them), x and y of every token, and each step's read and write of every
+    // sequence's KDA state and conv states (as kda_decode_fused counts them)
     const DecodeLayerParams p = decode_layer_params(c);
     const double D = double(p.D), HK = double(p.HK()), in = st.input_bytes(p.dtype);
-    const double experts = double(std::min(p.E, p.B * p.topk) + 1) * 3.0 * double(p.I) * D;
+    const double experts = double(p.topk + 1) * 3.0 * double(p.I) * D;
     const double weights = in * (double(p.n_in()) * D + D * HK + 2.0 * D + experts) + 4.0 * (double(p.E) * D + 3.0 * HK * double(p.W));
-    const double act = double(p.B) * D * (in + st.output_bytes(p.dtype));
+    const double act = double(p.B * p.T) * D * (in + st.output_bytes(p.dtype));
     const double state = 2.0 * double(p.B) * (double(p.H) * double(p.K * p.K) * st.state_bytes() + 4.0 * 3.0 * HK * double(p.W - 1));
-    return double(p.T) * (weights + act + state);
+    return weights + act + double(p.T) * state;
   };
   return s;
 }
