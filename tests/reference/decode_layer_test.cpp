@@ -108,11 +108,14 @@ TEST(DecodeLayerReference, MatchesAStepwiseMpfrCompositionOfTheOpReferences) {
   const Case c = parse_case(kTiny);
   const TensorMap in = generate_inputs(c);
   const RefOutputs want = stepwise(c, in);
-  for (Tier tier : {Tier::f64, Tier::dd}) {
+  for (Tier tier : {Tier::f64, Tier::dd, Tier::mpfr127}) {
     const RefOutputs got = find_op("decode_layer")->reference(c, in, tier, -1);
     for (const char* name : {"y", "ht", "conv_q", "conv_k", "conv_v"}) {
       ASSERT_EQ(got.at(name).size(), want.at(name).size()) << name;
-      EXPECT_GT(agreement_bits_max_elem(got.at(name), want.at(name)), tier == Tier::f64 ? 40.0 : 48.0) << tier_name(tier) << " " << name;
+      // Both compositions pass doubles between the references, so a tier above f64 gains little:
+      // measured at seed 5, max element f64 43.3-48.7 bits, dd 46.7 (y, ht) and identical conv states.
+      EXPECT_GT(agreement_bits(got.at(name), want.at(name)), 44.0) << tier_name(tier) << " " << name;
+      EXPECT_GT(agreement_bits_max_elem(got.at(name), want.at(name)), 40.0) << tier_name(tier) << " " << name;
     }
   }
   // The states moved: the test would not see a reference that forgot to carry them.
