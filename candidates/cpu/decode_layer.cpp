@@ -61,7 +61,9 @@ Tensor expert(const Chain& ch, const DecodeLayerParams& p, const Tensor& rows, c
 // the shared expert, the combine.
 Tensor moe(const Chain& ch, const DecodeLayerParams& p, const TensorMap& in, const Tensor& a2) {
   const int64_t B = a2.shape()[0], D = p.D, k = p.topk;
-  const Tensor logits = gemm(ch, a2, in.at("w_router"));
+  Tensor logits = gemm(ch, a2, in.at("w_router"));
+  if (ch.bf16_router)
+    for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = round_bf16(logits.data<float>()[i]);
   TensorMap rout = {{"topk_ids", Tensor(DType::i32, {B, k})}, {"topk_weights", f32({B, k})}};
   require_candidate(ch.router).run(ops::router(p, B), {{"logits", logits}, {"bias", in.at("router_bias")}}, rout);
   const Tensor& ids = rout.at("topk_ids");

@@ -28,6 +28,7 @@ struct Chain {
   bool reset_conv = false;           // the conv states not written back between steps
   bool bf16_residual = false;        // the residual stream h rounded to bf16 between the attention and the MoE
   bool bf16_state = false;           // the KDA state stored in bf16 between steps (ATOM's opt-in bf16 state)
+  bool bf16_router = false;          // the router GEMM's logits rounded to bf16 (a gate in the model dtype)
   bool per_token_experts = false;    // the experts run token by token (M = 1) instead of grouped by expert
   bool f64_residual = false;         // the residual adds in double, rounded once to f32
 };

@@ -10,6 +10,8 @@
 //   mutant_conv_not_carried     the conv states not written back between steps
 //   mutant_bf16_residual        the residual stream rounded to bf16 between the attention and the MoE
 //   mutant_bf16_state           the KDA state stored in bf16 between steps (the state that drifts)
+//   mutant_bf16_router_logits   the router GEMM's logits rounded to bf16 (vLLM's Kimi gate runs in the
+//                               model dtype; GLM's is an f32 nn.Linear): weights off by 2^-9, near-ties flip
 // Equivalent rewrites that must merge:
 //   equivalent_blocked_kernels  the chain on the optimized CPU kernels (blocked norms and GEMMs, the
 //                               grouped router)
@@ -53,6 +55,8 @@ const Add conv("mutant", "conv_not_carried", "the conv states not written back b
 const Add res16("mutant", "bf16_residual", "the residual stream rounded to bf16 between the attention and the MoE",
                 {.bf16_residual = true});
 const Add state16("mutant", "bf16_state", "the KDA state stored in bf16 between steps", {.bf16_state = true});
+const Add router16("mutant", "bf16_router_logits", "the router GEMM's logits rounded to bf16 (GLM's gate is f32)",
+                   {.bf16_router = true});
 const Add eq_blocked("equivalent", "blocked_kernels", "the chain on the optimized CPU kernels", blocked());
 const Add eq_tokens("equivalent", "per_token_experts", "the routed experts run token by token", {.per_token_experts = true});
 const Add eq_f64("equivalent", "f64_residual", "the residual adds in double, rounded once to f32", {.f64_residual = true});

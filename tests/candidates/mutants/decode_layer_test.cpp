@@ -17,7 +17,8 @@ TEST(DecodeLayerMutants, EveryMutantIsKilledAndEveryEquivalentMerges) {
                   {"decode_layer_mutant_state_not_carried", kLong},
                   {"decode_layer_mutant_conv_not_carried", kGlm},
                   {"decode_layer_mutant_bf16_residual", kLong},
-                  {"decode_layer_mutant_bf16_state", kLong}},
+                  {"decode_layer_mutant_bf16_state", kLong},
+                  {"decode_layer_mutant_bf16_router_logits", kGlm}},
                  3);
 }
 
