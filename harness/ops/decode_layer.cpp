@@ -332,29 +332,28 @@ double flops_per_token(const DecodeLayerParams& p) {
   return 2.0 * D * double(p.n_in()) + kda + 2.0 * D * HK + 2.0 * D * double(p.E) + experts + 12.0 * D;
 }
 
-OpSpec layer_spec() {
-  OpSpec s;
-  s.name = "decode_layer";
-  s.doc = "one GLM-5.3-Flash decoder layer at decode, composed from the op references: kind=linear is the KDA layer "
-          "(rmsnorm, in-projection, kda_decode_fused, o-projection, add_rmsnorm, moe_router, SwiGLU experts + shared, "
-          "moe_combine, residual); T steps of B sequences carrying the KDA and conv states";
-  s.params = {{"kind", ParamKind::text, "linear", "linear (KDA layer) | mla (needs the op mla_decode: refused in this build)", true},
-              {"T", ParamKind::integer, "8", "decode steps", true},
-              {"B", ParamKind::integer, "4", "sequences decoded together", true},
-              {"D", ParamKind::integer, "256", "hidden size (GLM-5.3-Flash 4096)", true},
-              {"H", ParamKind::integer, "2", "KDA heads (GLM-5.3-Flash 64)", true},
-              {"K", ParamKind::integer, "64", "KDA head dim, K = V (128)", true},
-              {"W", ParamKind::integer, "4", "short-conv width (1..8)"},
-              {"E", ParamKind::integer, "8", "routed experts (288)", true},
-              {"k", ParamKind::integer, "2", "experts per token (8)", true},
-              {"I", ParamKind::integer, "128", "expert intermediate size, routed and shared (2048)", true},
-              {"rsf", ParamKind::real, "2.5", "routed_scaling_factor, on the router's weights"},
-              {"limit", ParamKind::real, "10", "swiglu_limit (0: no clamp)"},
-              {"eps", ParamKind::real, "1e-05", "of the RMSNorms (input, post-attention, KDA output)"},
-              {"regime", ParamKind::text, "glm_flash", "input regime (driftgate list regimes)", true},
-              {"dtype", ParamKind::text, "bf16", "dtype of the stored hidden states and of the bf16 weights", true, {"bf16", "f32"}},
-              {"seed", ParamKind::integer, "0", "RNG seed", true}};
-  s.tensors = {{"x", TensorRole::input, "[B,T,D] the hidden state entering the layer at each step"},
+std::vector<ParamSpec> layer_params() {
+  std::vector<ParamSpec> v = {{"kind", ParamKind::text, "linear", "linear (KDA layer) | mla (needs the op mla_decode: refused in this build)", true},
+      {"T", ParamKind::integer, "8", "decode steps", true},
+      {"B", ParamKind::integer, "4", "sequences decoded together", true},
+      {"D", ParamKind::integer, "256", "hidden size (GLM-5.3-Flash 4096)", true},
+      {"H", ParamKind::integer, "2", "KDA heads (GLM-5.3-Flash 64)", true},
+      {"K", ParamKind::integer, "64", "KDA head dim, K = V (128)", true},
+      {"W", ParamKind::integer, "4", "short-conv width (1..8)"},
+      {"E", ParamKind::integer, "8", "routed experts (288)", true},
+      {"k", ParamKind::integer, "2", "experts per token (8)", true},
+      {"I", ParamKind::integer, "128", "expert intermediate size, routed and shared (2048)", true},
+      {"rsf", ParamKind::real, "2.5", "routed_scaling_factor, on the router's weights"},
+      {"limit", ParamKind::real, "10", "swiglu_limit (0: no clamp)"},
+      {"eps", ParamKind::real, "1e-05", "of the RMSNorms (input, post-attention, KDA output)"},
+      {"regime", ParamKind::text, "glm_flash", "input regime (driftgate list regimes)", true},
+      {"dtype", ParamKind::text, "bf16", "dtype of the stored hidden states and of the bf16 weights", true, {"bf16", "f32"}},
+      {"seed", ParamKind::integer, "0", "RNG seed", true}};
+  return v;
+}
+
+std::vector<TensorSpec> layer_tensors() {
+  std::vector<TensorSpec> v = {{"x", TensorRole::input, "[B,T,D] the hidden state entering the layer at each step"},
                {"in_norm", TensorRole::input, "[D] input_layernorm weight"},
                {"w_in", TensorRole::input, "[5HK+H,D] in-projection: q, k, v, g, beta, ogate"},
                {"wq", TensorRole::input, "[HK,W] f32 conv"}, {"wk", TensorRole::input, "[HK,W] f32 conv"},
@@ -371,6 +370,44 @@ OpSpec layer_spec() {
                {"ht", TensorRole::output, "[B,H,K,K] the KDA state after T steps (state dtype)"},
                {"conv_q", TensorRole::output, "[B,HK,W-1] f32"}, {"conv_k", TensorRole::output, "[B,HK,W-1] f32"},
                {"conv_v", TensorRole::output, "[B,HK,W-1] f32"}};
+  return v;
+}
+
+Certification layer_certify(const Case& c, const TensorMap& in, Tier tier) {
+  const std::optional<Tier> up = next_tier(tier);
+  if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
+  const DecodeLayerParams p = decode_layer_params(c);
+  // The leading steps that 64 op budgets buy at the tier above (a layer composes about 16 op
+  // references, most of them GEMMs, which the f64 and dd tiers run at Dot2 speed).
+  const double per_step = double(p.B) * flops_per_token(p) * tier_cost(*up);
+  const int64_t steps = std::clamp<int64_t>(static_cast<int64_t>(64.0 * kCertifyOps / std::max(per_step, 1.0)), 1, p.T);
+  Certification cert;
+  cert.tier = tier;
+  cert.against = *up;
+  cert.sample = (steps == p.T ? std::string("full case") : fmt::format("steps [0,{})", steps)) +
+                "; the worse of the tier above and the values passed between the references moved one double ULP";
+  const int64_t cut = steps == p.T ? -1 : steps;
+  const RefOutputs lo = linear_ref(c, in, tier, cut), hi = linear_ref(c, in, *up, cut), alt = linear_ref(c, in, tier, cut, true);
+  cert.ref_bits = kAgreementCapBits;
+  cert.ref_bits_max_elem = kAgreementCapBits;
+  for (const auto& [name, values] : lo) {
+    if (cut >= 0 && name != "y") continue;   // a cut case has no final states
+    for (const RefOutputs* other : {&hi, &alt}) {
+      cert.ref_bits = std::min(cert.ref_bits, agreement_bits(values, other->at(name)));
+      cert.ref_bits_max_elem = std::min(cert.ref_bits_max_elem, agreement_bits_max_elem(values, other->at(name)));
+    }
+  }
+  return cert;
+}
+
+OpSpec layer_spec() {
+  OpSpec s;
+  s.name = "decode_layer";
+  s.doc = "one GLM-5.3-Flash decoder layer at decode, composed from the op references: kind=linear is the KDA layer "
+          "(rmsnorm, in-projection, kda_decode_fused, o-projection, add_rmsnorm, moe_router, SwiGLU experts + shared, "
+          "moe_combine, residual); T steps of B sequences carrying the KDA and conv states";
+  s.params = layer_params();
+  s.tensors = layer_tensors();
   s.coverage = {{"B", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("B") > 1 ? ">1" : "1"}; }},
                 {"steps", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("T") > 1 ? ">1" : "1"}; }}};
   s.validate = layer_validate;
@@ -381,31 +418,7 @@ OpSpec layer_spec() {
     return {{"y", {p.B, p.T, p.D}}, {"ht", {p.B, p.H, p.K, p.K}}, {"conv_q", conv}, {"conv_k", conv}, {"conv_v", conv}};
   };
   s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) { return linear_ref(c, in, tier, max_tokens); };
-  s.certify = [](const Case& c, const TensorMap& in, Tier tier) {
-    const std::optional<Tier> up = next_tier(tier);
-    if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
-    const DecodeLayerParams p = decode_layer_params(c);
-    // tier_cost is in dd token-heads of about 8 K V operations: the budget in operations of the tier above
-    const double per_step = double(p.B) * flops_per_token(p) / (8.0 * 128 * 128) * tier_cost(*up);
-    const int64_t steps = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / 64.0 / std::max(per_step, 1e-9)), 1, p.T);
-    Certification cert;
-    cert.tier = tier;
-    cert.against = *up;
-    cert.sample = (steps == p.T ? std::string("full case") : fmt::format("steps [0,{})", steps)) +
-                  "; the worse of the tier above and the values passed between the references moved one double ULP";
-    const int64_t cut = steps == p.T ? -1 : steps;
-    const RefOutputs lo = linear_ref(c, in, tier, cut), hi = linear_ref(c, in, *up, cut), alt = linear_ref(c, in, tier, cut, true);
-    cert.ref_bits = kAgreementCapBits;
-    cert.ref_bits_max_elem = kAgreementCapBits;
-    for (const auto& [name, values] : lo) {
-      if (cut >= 0 && name != "y") continue;   // a cut case has no final states
-      for (const RefOutputs* other : {&hi, &alt}) {
-        cert.ref_bits = std::min(cert.ref_bits, agreement_bits(values, other->at(name)));
-        cert.ref_bits_max_elem = std::min(cert.ref_bits_max_elem, agreement_bits_max_elem(values, other->at(name)));
-      }
-    }
-    return cert;
-  };
+  s.certify = layer_certify;
   s.positions = [](const Case& c) {
     const DecodeLayerParams p = decode_layer_params(c);
     Positions pos;
