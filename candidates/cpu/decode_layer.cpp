@@ -5,12 +5,16 @@
 //                                 add_rmsnorm, moe_router, swiglu, moe_combine), the residual adds in f32
 //   decode_layer_cpu_blocked_f32  the same chain on the optimized CPU kernels: the blocked norms and
 //                                 GEMMs (a GPU block's reduction order, FMA) and the grouped router
+//   decode_layer_cpu_fused_f32    one kernel per token: every op's math written out here in f32 (FMA
+//                                 dot products), no call to another candidate
 // Each op's candidate runs on its own case (decode_layer_ops: dtype f32, so no op rounds the residual
 // stream) and reads its inputs as they come: the stored bf16 weights, the f32 values of the op before.
 #include "candidates/cpu/decode_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -170,6 +174,161 @@ Chain blocked() {
   return ch;
 }
 
+// decode_layer_cpu_fused_f32: the step as one kernel, token by token, every op's math written out in
+// f32 here (no call to another candidate): dot products by FMA in increasing index order, the conv
+// and the KDA step against the pools in place, the router's top-k by a stable partial sort, the
+// experts and the combine in slot order. The weights are read as f32 once per step.
+namespace fused {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+std::vector<float> load(const Tensor& t, int64_t off, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  load_row(t, off, n, v.data());
+  return v;
+}
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s = std::fma(a[i], b[i], s);
+  return s;
+}
+// y[r] = W[r, :] x for the R rows of W [R, C] starting at row r0 of `w`.
+std::vector<float> matvec(const Tensor& w, int64_t r0, int64_t R, int64_t C, const float* x) {
+  const std::vector<float> m = load(w, r0 * C, R * C);
+  std::vector<float> y(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) y[size_t(r)] = dot(m.data() + r * C, x, C);
+  return y;
+}
+std::vector<float> rmsnorm(const float* x, const std::vector<float>& w, float eps) {
+  const int64_t D = static_cast<int64_t>(w.size());
+  const float r = 1.0f / std::sqrt(dot(x, x, D) / static_cast<float>(D) + eps);
+  std::vector<float> y(w.size());
+  for (int64_t i = 0; i < D; ++i) y[size_t(i)] = x[i] * r * w[size_t(i)];
+  return y;
+}
+
+// The conv of HK channels c0.. of the projection p against pool slot s (updated), SiLU.
+void conv(const DecodeLayerParams& p, const Tensor& wt, Tensor& pool, int64_t s, const float* x, float* y) {
+  const int64_t HK = p.HK(), W = p.W, S = W - 1;
+  const std::vector<float> w = load(wt, 0, HK * W);
+  float* ps = pool.data<float>() + s * HK * S;
+  std::vector<float> h(static_cast<size_t>(W));
+  for (int64_t d = 0; d < HK; ++d) {
+    std::copy_n(ps + d * S, S, h.data());
+    h[size_t(S)] = x[d];
+    const float z = dot(w.data() + d * W, h.data(), W);
+    y[d] = z / (1.0f + std::exp(-z));
+    std::copy_n(h.data() + 1, S, ps + d * S);
+  }
+}
+
+// One KDA head: gates, l2 norms, the delta-rule step on the K x V state St (K-first), the gated norm.
+void kda_head(const DecodeLayerParams& p, const TensorMap& in, int64_t h, const float* q0, const float* k0, const float* v,
+              const float* graw, float braw, const float* og, float* St, float* o) {
+  const int64_t K = p.K;
+  std::vector<float> q(q0, q0 + K), k(k0, k0 + K), bias = load(in.at("dt_bias"), h * K, K), nw = load(in.at("nweight"), 0, K);
+  const float rq = 1.0f / std::sqrt(dot(q.data(), q.data(), K) + 1e-6f), rk = 1.0f / std::sqrt(dot(k.data(), k.data(), K) + 1e-6f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K)), a = std::exp(static_cast<float>(in.at("A_log").get(h)));
+  for (int64_t i = 0; i < K; ++i) {
+    q[size_t(i)] *= rq * scale;
+    k[size_t(i)] *= rk;
+  }
+  const float beta = sigmoid(braw);
+  std::vector<float> acc(static_cast<size_t>(K), 0.0f), out(acc.size(), 0.0f);
+  for (int64_t i = 0; i < K; ++i) {
+    const float alpha = std::exp(-5.0f * sigmoid(a * (graw[i] + bias[size_t(i)])));
+    for (int64_t j = 0; j < K; ++j) {
+      St[i * K + j] *= alpha;
+      acc[size_t(j)] = std::fma(St[i * K + j], k[size_t(i)], acc[size_t(j)]);
+    }
+  }
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      St[i * K + j] = std::fma(beta * k[size_t(i)], v[j] - acc[size_t(j)], St[i * K + j]);
+      out[size_t(j)] = std::fma(St[i * K + j], q[size_t(i)], out[size_t(j)]);
+    }
+  const float r = 1.0f / std::sqrt(dot(out.data(), out.data(), K) / static_cast<float>(K) + static_cast<float>(p.eps));
+  for (int64_t j = 0; j < K; ++j) o[j] = out[size_t(j)] * r * nw[size_t(j)] * sigmoid(og[j]);
+}
+
+// The expert `e` (e < 0: the shared one) on a2.
+std::vector<float> expert(const DecodeLayerParams& p, const TensorMap& in, int64_t e, const float* a2) {
+  const int64_t D = p.D, I = p.I;
+  const std::vector<float> gu = e < 0 ? matvec(in.at("ws_gu"), 0, 2 * I, D, a2) : matvec(in.at("w_gu"), e * 2 * I, 2 * I, D, a2);
+  const float L = static_cast<float>(p.limit);
+  std::vector<float> act(static_cast<size_t>(I));
+  for (int64_t i = 0; i < I; ++i) {
+    float g = gu[size_t(i)], u = gu[size_t(I + i)];
+    if (L > 0) {
+      g = std::min(g, L);
+      u = std::clamp(u, -L, L);
+    }
+    act[size_t(i)] = g / (1.0f + std::exp(-g)) * u;
+  }
+  return e < 0 ? matvec(in.at("ws_down"), 0, D, I, act.data()) : matvec(in.at("w_down"), e * D, D, I, act.data());
+}
+
+// The MoE block on a2: the router (top-k of s + b, weights from s), the experts in slot order, the shared one.
+std::vector<float> moe(const DecodeLayerParams& p, const TensorMap& in, const float* a2) {
+  const std::vector<float> z = matvec(in.at("w_router"), 0, p.E, p.D, a2), b = load(in.at("router_bias"), 0, p.E);
+  std::vector<float> s(z.size()), sel(z.size());
+  for (size_t e = 0; e < z.size(); ++e) {
+    s[e] = sigmoid(z[e]);
+    sel[e] = s[e] + b[e];
+  }
+  std::vector<int64_t> ids(static_cast<size_t>(p.E));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return sel[size_t(x)] > sel[size_t(y)]; });
+  ids.resize(static_cast<size_t>(p.topk));
+  float sum = 0.0f;
+  for (int64_t e : ids) sum += s[size_t(e)];
+  std::vector<float> m(static_cast<size_t>(p.D), 0.0f);
+  for (int64_t e : ids) {
+    const float w = static_cast<float>(p.rsf) * (s[size_t(e)] / (sum + 1e-20f));
+    const std::vector<float> y = expert(p, in, e, a2);
+    for (int64_t d = 0; d < p.D; ++d) m[size_t(d)] = std::fma(w, y[size_t(d)], m[size_t(d)]);
+  }
+  const std::vector<float> sh = expert(p, in, -1, a2);
+  for (int64_t d = 0; d < p.D; ++d) m[size_t(d)] += sh[size_t(d)];
+  return m;
+}
+
+// One token b of the step against pool slot s: y = the layer's output.
+void token(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int64_t b, int64_t s, float* y) {
+  const int64_t D = p.D, H = p.H, K = p.K, HK = p.HK();
+  const std::vector<float> x = load(in.at("x"), b * D, D);
+  const std::vector<float> a = rmsnorm(x.data(), load(in.at("in_norm"), 0, D), static_cast<float>(p.eps));
+  const std::vector<float> pr = matvec(in.at("w_in"), 0, p.n_in(), D, a.data());
+  std::vector<float> qkv(static_cast<size_t>(3 * HK)), o(static_cast<size_t>(HK));
+  conv(p, in.at("wq"), out.at("conv_q"), s, pr.data() + p.col_q(), qkv.data());
+  conv(p, in.at("wk"), out.at("conv_k"), s, pr.data() + p.col_k(), qkv.data() + HK);
+  conv(p, in.at("wv"), out.at("conv_v"), s, pr.data() + p.col_v(), qkv.data() + 2 * HK);
+  float* state = out.at("state").data<float>() + s * H * K * K;
+  for (int64_t h = 0; h < H; ++h)
+    kda_head(p, in, h, qkv.data() + h * K, qkv.data() + HK + h * K, qkv.data() + 2 * HK + h * K, pr.data() + p.col_g() + h * K,
+             pr[size_t(p.col_beta() + h)], pr.data() + p.col_ogate() + h * K, state + h * K * K, o.data() + h * K);
+  const std::vector<float> att = matvec(in.at("w_o"), 0, D, HK, o.data());
+  std::vector<float> hres(static_cast<size_t>(D));
+  for (int64_t d = 0; d < D; ++d) hres[size_t(d)] = x[size_t(d)] + att[size_t(d)];
+  const std::vector<float> a2 = rmsnorm(hres.data(), load(in.at("post_norm"), 0, D), static_cast<float>(p.eps));
+  const std::vector<float> m = moe(p, in, a2.data());
+  for (int64_t d = 0; d < D; ++d) y[d] = hres[size_t(d)] + m[size_t(d)];
+}
+
+void step(const Case& c, const TensorMap& in, TensorMap& out) {
+  const DecodeLayerParams p = decode_layer_params(c);
+  if (p.kind != "linear") throw NotSupported("decode_layer: this candidate implements kind=linear only");
+  if (p.T != 1) throw std::invalid_argument("decode_layer: a step takes one token per sequence (T=1)");
+  for (const char* pool : {"state", "conv_q", "conv_k", "conv_v"})
+    if (need(out, pool, "decode_layer").dtype() != DType::f32) throw std::invalid_argument("decode_layer: the pools must be f32");
+  const std::vector<int64_t> slots = kda_cpu::state_slots(in, p.B, out.at("state").numel() / (p.H * p.K * p.K));
+  std::vector<float> y(static_cast<size_t>(p.B * p.D), 0.0f);
+  for (int64_t b = 0; b < p.B; ++b)
+    if (slots[size_t(b)] >= 0) token(p, in, out, b, slots[size_t(b)], y.data() + b * p.D);
+  store_row(need_out(out, "y", p.B * p.D, "decode_layer"), 0, p.B * p.D, y.data());
+}
+
+}  // namespace fused
+
 }  // namespace
 
 DG_REGISTER_CANDIDATE(decode_layer_cpu_chain_f32,
@@ -181,5 +340,10 @@ DG_REGISTER_CANDIDATE(decode_layer_cpu_blocked_f32,
                       CandidateInfo{"decode_layer_cpu_blocked_f32", "decode_layer", "cpu", "chain", DType::f32, DType::f32, DType::f32,
                                     "the optimized CPU candidates in the layer's order: blocked norms and GEMMs, grouped router"},
                       [](const Case& c, const TensorMap& in, TensorMap& out) { step(blocked(), c, in, out); });
+
+DG_REGISTER_CANDIDATE(decode_layer_cpu_fused_f32,
+                      CandidateInfo{"decode_layer_cpu_fused_f32", "decode_layer", "cpu", "fused", DType::f32, DType::f32, DType::f32,
+                                    "the step as one kernel per token, every op's math written out in f32 with FMA dot products"},
+                      fused::step);
 
 }  // namespace dg::decode_layer_cpu

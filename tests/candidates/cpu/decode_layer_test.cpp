@@ -21,7 +21,7 @@ const char* kCases[] = {
 };
 
 TEST(DecodeLayerCpu, ChainsMatchTheComposedReference) {
-  for (const char* cand : {"decode_layer_cpu_chain_f32", "decode_layer_cpu_blocked_f32"})
+  for (const char* cand : {"decode_layer_cpu_chain_f32", "decode_layer_cpu_blocked_f32", "decode_layer_cpu_fused_f32"})
     for (const char* c : kCases) {
       Record r = verify_one(cand, c);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << c << ": " << r.reason;
