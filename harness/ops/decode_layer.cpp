@@ -164,6 +164,19 @@ Values moe(const DecodeLayerParams& p, const Composer& cx, const TensorMap& in, 
       .at("y");
 }
 
+// The layer's second half, the same for every kind: h = x + att (add_rmsnorm), the MoE block on
+// rmsnorm(h), y = h + moe.
+Values ffn_half(const DecodeLayerParams& p, const Composer& cx, const TensorMap& in, const Tensor& x, const Values& att, int64_t N) {
+  const int64_t D = p.D;
+  RefOutputs an = cx.run("add_rmsnorm", ops::norm(p, N, true, "f64"),
+                         {{"x", f64_tensor({N, D}, att)}, {"residual", x}, {"weight", in.at("post_norm")}});
+  const Values m = moe(p, cx, in, an.at("y"), N);
+  return cx
+      .run("add_rmsnorm", ops::norm(p, N, true, "f64"),
+           {{"x", f64_tensor({N, D}, m)}, {"residual", f64_tensor({N, D}, an.at("residual_out"))}, {"weight", in.at("post_norm")}})
+      .at("residual_out");
+}
+
 // The linear layer on the first Tc steps (Tc = T when max_tokens < 0); a cut case's y past Tc and
 // its final states are NaN.
 RefOutputs linear_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens, bool nudge = false) {
@@ -180,15 +193,8 @@ RefOutputs linear_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max
                    {"beta", part(p.col_beta(), p.H, {B, Tc, p.H})}, {"ogate", part(p.col_ogate(), HK, {B, Tc, p.H, p.K})}};
   for (const char* name : {"wq", "wk", "wv", "conv_q0", "conv_k0", "conv_v0", "A_log", "dt_bias", "h0", "nweight"}) kin[name] = in.at(name);
   RefOutputs kr = cx.run("kda_decode_fused", ops::kda(p, Tc, "f64"), kin);
-  const Values att = cx.gemm(kr.at("o"), N, in.at("w_o"));
-  RefOutputs an = cx.run("add_rmsnorm", ops::norm(p, N, true, "f64"),
-                         {{"x", f64_tensor({N, D}, att)}, {"residual", x}, {"weight", in.at("post_norm")}});
-  const Values m = moe(p, cx, in, an.at("y"), N);
-  RefOutputs out_add = cx.run("add_rmsnorm", ops::norm(p, N, true, "f64"),
-                              {{"x", f64_tensor({N, D}, m)}, {"residual", f64_tensor({N, D}, an.at("residual_out"))},
-                               {"weight", in.at("post_norm")}});
+  Values y = ffn_half(p, cx, in, x, cx.gemm(kr.at("o"), N, in.at("w_o")), N);
   RefOutputs out;
-  Values& y = out_add.at("residual_out");
   if (Tc == T) {
     out["y"] = std::move(y);
     for (const char* s : {"ht", "conv_q", "conv_k", "conv_v"}) out[s] = std::move(kr.at(s));
@@ -199,6 +205,12 @@ RefOutputs linear_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max
   out["y"] = std::move(yc);
   for (const char* s : {"ht", "conv_q", "conv_k", "conv_v"}) out[s] = Values(kr.at(s).size(), NAN);
   return out;
+}
+
+// The reference of a case's kind: kind=mla adds mla_ref here (validate refuses it until then).
+RefOutputs layer_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) {
+  if (c.text("kind") != "linear") throw InputError("decode_layer: no reference for kind=" + c.text("kind"));
+  return linear_ref(c, in, tier, max_tokens);
 }
 
 std::map<std::string, InputSpec> layer_inputs(const Case& c) {
@@ -417,7 +429,7 @@ OpSpec layer_spec() {
     const std::vector<int64_t> conv = {p.B, p.HK(), p.W - 1};
     return {{"y", {p.B, p.T, p.D}}, {"ht", {p.B, p.H, p.K, p.K}}, {"conv_q", conv}, {"conv_k", conv}, {"conv_v", conv}};
   };
-  s.reference = [](const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) { return linear_ref(c, in, tier, max_tokens); };
+  s.reference = layer_ref;
   s.certify = layer_certify;
   s.positions = [](const Case& c) {
     const DecodeLayerParams p = decode_layer_params(c);
