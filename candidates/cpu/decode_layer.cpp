@@ -177,7 +177,7 @@ Chain blocked() {
 // decode_layer_cpu_fused_f32: the step as one kernel, token by token, every op's math written out in
 // f32 here (no call to another candidate): dot products by FMA in increasing index order, the conv
 // and the KDA step against the pools in place, the router's top-k by a stable partial sort, the
-// experts and the combine in slot order. The weights are read as f32 once per step.
+// experts and the combine in slot order. The weights are read as f32 row by row, by each token.
 namespace fused {
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -193,9 +193,11 @@ float dot(const float* a, const float* b, int64_t n) {
 }
 // y[r] = W[r, :] x for the R rows of W [R, C] starting at row r0 of `w`.
 std::vector<float> matvec(const Tensor& w, int64_t r0, int64_t R, int64_t C, const float* x) {
-  const std::vector<float> m = load(w, r0 * C, R * C);
-  std::vector<float> y(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) y[size_t(r)] = dot(m.data() + r * C, x, C);
+  std::vector<float> row(static_cast<size_t>(C)), y(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    load_row(w, (r0 + r) * C, C, row.data());
+    y[size_t(r)] = dot(row.data(), x, C);
+  }
   return y;
 }
 std::vector<float> rmsnorm(const float* x, const std::vector<float>& w, float eps) {
