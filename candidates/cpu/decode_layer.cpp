@@ -163,8 +163,6 @@ void step(const Chain& ch, const Case& c, const TensorMap& in, TensorMap& out) {
   store_row(need_out(out, "y", B * D, "decode_layer"), 0, B * D, y.data());
 }
 
-namespace {
-
 Chain blocked() {
   Chain ch;
   ch.norm = "rmsnorm_cpu_blocked_f32";
@@ -173,6 +171,8 @@ Chain blocked() {
   ch.router = "moe_router_cpu_grouped_f32";
   return ch;
 }
+
+namespace {
 
 // decode_layer_cpu_fused_f32: the step as one kernel, token by token, every op's math written out in
 // f32 here (no call to another candidate): dot products by FMA in increasing index order, the conv

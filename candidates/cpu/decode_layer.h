@@ -33,6 +33,10 @@ struct Chain {
   bool f64_residual = false;         // the residual adds in double, rounded once to f32
 };
 
+// The chain on the optimized CPU kernels (decode_layer_cpu_blocked_f32): the blocked norms and GEMMs,
+// the grouped router.
+Chain blocked();
+
 // One step (T = 1) of the layer for the B tokens of `in` ("x" [B,1,D], the weights, state_indices)
 // against the pools of `out` ("state", "conv_q", "conv_k", "conv_v"), writing "y" [B,1,D].
 void step(const Chain& chain, const Case& c, const TensorMap& in, TensorMap& out);

@@ -35,15 +35,6 @@ struct Add {
   }
 };
 
-Chain blocked() {
-  Chain ch;
-  ch.norm = "rmsnorm_cpu_blocked_f32";
-  ch.add_norm = "add_rmsnorm_cpu_blocked_f32";
-  ch.gemm = "gemm_cpu_blocked_f32";
-  ch.router = "moe_router_cpu_grouped_f32";
-  return ch;
-}
-
 const Add twice("mutant", "residual_twice", "the layer's input added again to its output", {.residual_twice = true});
 const Add no_res("mutant", "no_attn_residual", "the residual add before the MoE skipped: h = attention output",
                  {.no_attn_residual = true});
@@ -57,7 +48,7 @@ const Add res16("mutant", "bf16_residual", "the residual stream rounded to bf16 
 const Add state16("mutant", "bf16_state", "the KDA state stored in bf16 between steps", {.bf16_state = true});
 const Add router16("mutant", "bf16_router_logits", "the router GEMM's logits rounded to bf16 (GLM's gate is f32)",
                    {.bf16_router = true});
-const Add eq_blocked("equivalent", "blocked_kernels", "the chain on the optimized CPU kernels", blocked());
+const Add eq_blocked("equivalent", "blocked_kernels", "the chain on the optimized CPU kernels", decode_layer_cpu::blocked());
 const Add eq_tokens("equivalent", "per_token_experts", "the routed experts run token by token", {.per_token_experts = true});
 const Add eq_f64("equivalent", "f64_residual", "the residual adds in double, rounded once to f32", {.f64_residual = true});
 
