@@ -69,6 +69,9 @@ DG_REGISTER_SUITE(layer_smoke,
 // decoded together: each op of the layer, in the layer's order. f64 reference (the gemm rows
 // need its Dot2 speed; the KDA state is f32 in every candidate). `gate --suite layer-gate` judges a
 // patch on the cases of its own op; `verify --suite layer-gate` runs every op's kernels.
+// Then the whole layer composed (decode_layer, kind=linear): a reduced layer over 4 steps, and the
+// production attention (hidden 4096, 64 heads of 128) with 16 of the 288 experts over 2 steps (the
+// stored experts of 288 would be 14 GiB).
 DG_REGISTER_SUITE(layer_gate,
                   Suite{"layer-gate",
                         "one GLM-5.3-Flash decode step at production shapes, every op of the layer, 16 tokens (f64 reference)",
@@ -89,6 +92,8 @@ DG_REGISTER_SUITE(layer_gate,
                             "moe_combine(T=16,topk=8,H=4096,rsf=2.5,regime=production,dtype=bf16,seed=0)",
                             "swiglu(N=16,I=12288,regime=expert,dtype=bf16,seed=0)",
                             "rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)",
+                            "decode_layer(kind=linear,T=4,B=4,D=1024,H=8,K=128,E=32,k=8,I=512,regime=glm_flash,dtype=bf16,seed=0)",
+                            "decode_layer(kind=linear,T=2,B=2,D=4096,H=64,K=128,E=16,k=8,I=2048,regime=massive_residual,dtype=bf16,seed=0)",
                         },
                         "f64"});
 

@@ -95,6 +95,14 @@ TEST(CliBadInput, ShapeProductsThatOverflowAreRefused) {
   EXPECT_BAD_INPUT(run("verify --case 'rmsnorm_gated(N=4611686018427387904,D=128)'"), "does not fit in 64 bits");
 }
 
+TEST(CliBadInput, DecodeLayerKindsAndShapesAreChecked) {
+  const std::string shape = "T=2,B=1,D=32,H=1,K=8,E=4,I=16";
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=mla," + shape + ",k=2)'"), "mla_decode");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=dense," + shape + ",k=2)'"), "kind must be linear or mla");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=linear," + shape + ",k=8)'"), "need 1 <= k <= E");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=linear,T=2,B=1,D=32,H=1,K=512,E=4,k=2,I=16)'"), "K must be in [1, 256]");
+}
+
 TEST(CliBadInput, CasesLargerThanTheMachineAreRefusedBeforeAllocating) {
   // Before: exit 3 (std::bad_alloc) or an attempt to allocate terabytes.
   std::string dir = fresh_dir("huge");

@@ -45,6 +45,13 @@ TEST(Coverage, KdaDecodeGateExercisesEveryValueOfKdaDecode) {
   EXPECT_THAT(coverage_gaps("kda_decode", suite_cases("kda-decode-gate")), IsEmpty());
 }
 
+// decode_layer's smoke and gate suites: every regime and dtype, one token and several, one step and
+// several (a state carried or not).
+TEST(Coverage, DecodeLayerSuitesExerciseEveryValueOfDecodeLayer) {
+  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode_layer-smoke")), IsEmpty());
+  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode_layer-gate")), IsEmpty());
+}
+
 // rope's smoke and gate suites: both pairings and layouts, every regime and dtype, full and partial
 // rotary, positions below 2^16, past 2^16, past 2^20 and near 2^24, theta 1e4, 1e6 and 8e6.
 TEST(Coverage, RopeSuitesExerciseEveryValueOfRope) {
