@@ -77,7 +77,7 @@ DG_REGISTER_REGIME(decode_layer_long_memory,
                           [](const Case& c, TensorMap& in) { layer_generate(c, in, Hidden::long_memory); }});
 
 DG_REGISTER_SUITE(decode_layer_smoke,
-                  Suite{"decode_layer-smoke", "small KDA decode layers: every regime and dtype (seconds)",
+                  Suite{"decode-layer-smoke", "small KDA decode layers: every regime and dtype (seconds)",
                         {
                             "decode_layer(kind=linear,T=4,B=2,D=256,H=2,K=64,E=8,k=2,I=128,regime=glm_flash,dtype=bf16,seed=0)",
                             "decode_layer(kind=linear,T=1,B=1,D=128,H=1,K=32,E=4,k=1,I=64,regime=massive_residual,dtype=bf16,seed=0)",
@@ -85,7 +85,7 @@ DG_REGISTER_SUITE(decode_layer_smoke,
                         }});
 
 DG_REGISTER_SUITE(decode_layer_gate,
-                  Suite{"decode_layer-gate",
+                  Suite{"decode-layer-gate",
                         "the decode_layer merge gate: carried states over 16-32 steps, odd shapes, massive residuals, one step",
                         {
                             "decode_layer(kind=linear,T=16,B=4,D=256,H=2,K=64,E=8,k=2,I=128,regime=glm_flash,dtype=bf16,seed=0)",

@@ -48,8 +48,8 @@ TEST(Coverage, KdaDecodeGateExercisesEveryValueOfKdaDecode) {
 // decode_layer's smoke and gate suites: every regime and dtype, one token and several, one step and
 // several (a state carried or not).
 TEST(Coverage, DecodeLayerSuitesExerciseEveryValueOfDecodeLayer) {
-  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode_layer-smoke")), IsEmpty());
-  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode_layer-gate")), IsEmpty());
+  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode-layer-smoke")), IsEmpty());
+  EXPECT_THAT(coverage_gaps("decode_layer", suite_cases("decode-layer-gate")), IsEmpty());
 }
 
 // rope's smoke and gate suites: both pairings and layouts, every regime and dtype, full and partial
