@@ -48,6 +48,23 @@ AttentionDecodeParams attention_decode_params(const Case& c) {
 
 std::vector<int64_t> attention_decode_ints(const Tensor& t) { return decode_softmax::ints(t); }
 
+void check_decode_lens(const Case& c, const char* op) {
+  const std::vector<int64_t> lens = c.int_list("lens");
+  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
+    throw InputError(fmt::format("{}: lens has {} lengths for B = {}", op, lens.size(), c.integer("B")));
+  for (int64_t L : lens)
+    if (L < 0 || L > c.integer("ctx"))
+      throw InputError(fmt::format("{}: lens must be in [0, ctx = {}], got {}", op, c.integer("ctx"), L));
+}
+
+std::vector<int64_t> check_decode_seqlens(const Case& c, const TensorMap& in, const char* op) {
+  const std::vector<int64_t> lens = attention_decode_ints(in.at("seqlens")), want = attention_decode_lens(c);
+  for (size_t b = 0; b < want.size(); ++b)
+    if (lens[b] != want[b])
+      throw InputError(fmt::format("{}: seqlens[{}] = {} disagrees with the case's length {}", op, b, lens[b], want[b]));
+  return lens;
+}
+
 Certification decode_certification(AttentionDecodeReferenceResult lo, AttentionDecodeReferenceResult hi, Tier tier, Tier up,
                                    int64_t n, int64_t rows) {
   for (AttentionDecodeReferenceResult* r : {&lo, &hi})
@@ -76,27 +93,27 @@ bool decode_has_empty_split(const Case& c) {
 // Lengths: an empty and a one-token context, a partial last page, ragged batches, long context.
 CoverageAxis decode_lengths_axis() {
   return {"lengths", {"a length 0", "a length 1", "a partial last page", "lengths differ", "ctx >= 32768"},
-       [](const Case& c) {
-         const std::vector<int64_t> lens = attention_decode_lens(c);
-         std::vector<std::string> v;
-         if (std::count(lens.begin(), lens.end(), 0)) v.push_back("a length 0");
-         if (std::count(lens.begin(), lens.end(), 1)) v.push_back("a length 1");
-         if (std::any_of(lens.begin(), lens.end(), [&](int64_t L) { return L % c.integer("page") != 0; }))
-           v.push_back("a partial last page");
-         if (std::adjacent_find(lens.begin(), lens.end(), std::not_equal_to<>()) != lens.end()) v.push_back("lengths differ");
-         if (c.integer("ctx") >= 32768) v.push_back("ctx >= 32768");
-         return v;
-       }};
+    [](const Case& c) {
+      const std::vector<int64_t> lens = attention_decode_lens(c);
+      std::vector<std::string> v;
+      if (std::count(lens.begin(), lens.end(), 0)) v.push_back("a length 0");
+      if (std::count(lens.begin(), lens.end(), 1)) v.push_back("a length 1");
+      if (std::any_of(lens.begin(), lens.end(), [&](int64_t L) { return L % c.integer("page") != 0; }))
+        v.push_back("a partial last page");
+      if (std::adjacent_find(lens.begin(), lens.end(), std::not_equal_to<>()) != lens.end()) v.push_back("lengths differ");
+      if (c.integer("ctx") >= 32768) v.push_back("ctx >= 32768");
+      return v;
+    }};
 }
 
 // Split-KV: none, several, and a split that gets no keys.
 CoverageAxis decode_split_axis() {
   return {"split", {"split = 1", "split > 1", "an empty split"},
-       [](const Case& c) {
-         std::vector<std::string> v{c.integer("split") == 1 ? "split = 1" : "split > 1"};
-         if (decode_has_empty_split(c)) v.push_back("an empty split");
-         return v;
-       }};
+    [](const Case& c) {
+      std::vector<std::string> v{c.integer("split") == 1 ? "split = 1" : "split > 1"};
+      if (decode_has_empty_split(c)) v.push_back("an empty split");
+      return v;
+    }};
 }
 
 namespace {
@@ -121,11 +138,7 @@ void validate(const Case& c) {
     if (!std::isfinite(x) || !(x > 0) || x > 1e6) fail(fmt::format("{} must be in (0, 1e6], got {}", n, x));
     if (x != 1.0 && c.text("kv") != "fp8") fail(fmt::format("{} = {} needs kv=fp8 (scales of FP8 pages)", n, x));
   }
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    fail(fmt::format("lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t L : lens)
-    if (L < 0 || L > c.integer("ctx")) fail(fmt::format("lens must be in [0, ctx = {}], got {}", c.integer("ctx"), L));
+  check_decode_lens(c, "attention_decode");
   checked_product("attention_decode: B*n_h*d", {c.integer("B"), c.integer("n_h"), std::max(c.integer("d"), c.integer("dv"))});
   checked_product("attention_decode: B*ctx*n_kv*d",
                   {c.integer("B"), std::max<int64_t>(1, c.integer("ctx")) + c.integer("page"), c.integer("n_kv"),
@@ -147,11 +160,8 @@ std::map<std::string, InputSpec> inputs(const Case& c) {
 // page-table entry inside the pool.
 void check_inputs(const Case& c, const TensorMap& in) {
   check_inputs_exact(c, in, inputs(c));
-  const std::vector<int64_t> lens = attention_decode_ints(in.at("seqlens")), want = attention_decode_lens(c);
-  for (size_t b = 0; b < want.size(); ++b)
-    if (lens[b] != want[b])
-      throw InputError(fmt::format("attention_decode: seqlens[{}] = {} disagrees with the case's length {}", b, lens[b], want[b]));
-  check_attention_decode_pages(attention_decode_params(c), lens, attention_decode_ints(in.at("page_table")));
+  check_attention_decode_pages(attention_decode_params(c), check_decode_seqlens(c, in, "attention_decode"),
+                               attention_decode_ints(in.at("page_table")));
 }
 
 AttentionDecodeReferenceResult run_rows(const Case& c, const TensorMap& in, Tier tier, int64_t rows, bool tails) {

@@ -34,7 +34,13 @@ inline int64_t attention_decode_pages_per_split(int64_t n_pages, int64_t split) 
 // An integer tensor (page_table, seqlens) as int64 values.
 std::vector<int64_t> attention_decode_ints(const Tensor& t);
 
-// What the decode-attention OpSpecs (attention_decode, mla_decode) share. The certification of
+// What the decode-attention OpSpecs (attention_decode, mla_decode) share. The case's `lens`: B of
+// them (or none), each in [0, ctx]; throws InputError prefixed by `op` otherwise.
+void check_decode_lens(const Case& c, const char* op);
+// The stored seqlens, each the case's length (attention_decode_lens); throws InputError naming the
+// first that differs.
+std::vector<int64_t> check_decode_seqlens(const Case& c, const TensorMap& in, const char* op);
+// The certification of
 // the first n of `rows` rows (b, h), lo at `tier` against hi at `up`, o and lse each compared on its
 // own (an empty context's lse, -inf in both, left out).
 Certification decode_certification(AttentionDecodeReferenceResult lo, AttentionDecodeReferenceResult hi, Tier tier, Tier up,

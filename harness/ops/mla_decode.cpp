@@ -52,11 +52,7 @@ void validate(const Case& c) {
   if (!std::isfinite(scale) || !(scale > 0) || scale > 1e3) fail(fmt::format("scale must be in (0, 1e3], got {}", scale));
   if (!std::isfinite(kvs) || !(kvs > 0) || kvs > 1e6) fail(fmt::format("kv_scale must be in (0, 1e6], got {}", kvs));
   if (kvs != 1.0 && c.text("kv") != "fp8") fail(fmt::format("kv_scale = {} needs kv=fp8 (the scale of FP8 pages)", kvs));
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    fail(fmt::format("lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t L : lens)
-    if (L < 0 || L > c.integer("ctx")) fail(fmt::format("lens must be in [0, ctx = {}], got {}", c.integer("ctx"), L));
+  check_decode_lens(c, "mla_decode");
   checked_product("mla_decode: B*n_h*d_c", {c.integer("B"), c.integer("n_h"), c.integer("d_c") + c.integer("rope")});
   checked_product("mla_decode: B*ctx*(d_c+rope)",
                   {c.integer("B"), std::max<int64_t>(1, c.integer("ctx")) + c.integer("page"), c.integer("d_c") + c.integer("rope")});
@@ -80,11 +76,8 @@ std::map<std::string, InputSpec> inputs(const Case& c) {
 void check_inputs(const Case& c, const TensorMap& in) {
   check_inputs_exact(c, in, inputs(c));
   const MlaDecodeParams p = mla_decode_params(c);
-  const std::vector<int64_t> lens = decode_softmax::ints(in.at("seqlens")), want = attention_decode_lens(c);
-  for (size_t b = 0; b < want.size(); ++b)
-    if (lens[b] != want[b])
-      throw InputError(fmt::format("mla_decode: seqlens[{}] = {} disagrees with the case's length {}", b, lens[b], want[b]));
-  check_attention_decode_pages(p.attention(), lens, decode_softmax::ints(in.at("page_table")), "mla_decode");
+  check_attention_decode_pages(p.attention(), check_decode_seqlens(c, in, "mla_decode"), decode_softmax::ints(in.at("page_table")),
+                               "mla_decode");
   if (p.topk > 0) check_mla_decode_indices(p, decode_softmax::ints(in.at("indices")));
 }
 
@@ -164,7 +157,7 @@ std::vector<ParamSpec> params() {
           {"lens", ParamKind::int_list, "", "per-sequence lengths, '/'-separated, B of them, each <= ctx (default: ctx each; "
            "the ragged, sparse_mixed and empty_splits regimes cycle their own)"},
           {"topk", ParamKind::integer, "0", "0: dense; N > 0: sparse over indices [B,N] (-1 and entries >= the length "
-           "not attended; duplicates attended each time), N <= 2051", true},
+           "not attended; duplicates attended each time), N <= 2051"},
           {"scale", ParamKind::real, "0.0625", "softmax scale (f32): (d_nope + d_rope)^-0.5 of the expanded head, 1/16 for "
            "GLM-5.x and GLM-5.3-Flash, 192^-0.5 for Kimi-Linear"},
           {"kv", ParamKind::text, "dtype", "latent pages in the case's dtype, or FP8 e4m3 with a per-tensor scale", false,
