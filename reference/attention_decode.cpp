@@ -4,28 +4,26 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "harness/cases/case.h"
+#include "reference/decode_softmax.h"
 #include "reference/op_inputs.h"
-#include "reference/real/f64.h"
-#include "reference/real/real_ops.h"
 
 namespace dg {
 
 void check_attention_decode_pages(const AttentionDecodeParams& p, const std::vector<int64_t>& lens,
-                                  const std::vector<int64_t>& table) {
+                                  const std::vector<int64_t>& table, const char* op) {
   for (int64_t b = 0; b < p.B; ++b) {
     const int64_t L = lens[static_cast<size_t>(b)];
     if (L < 0 || L > p.max_pages * p.page)
-      throw InputError(fmt::format("attention_decode: seqlens[{}] = {} is outside [0, max_pages*page = {}*{}]", b, L,
+      throw InputError(fmt::format("{}: seqlens[{}] = {} is outside [0, max_pages*page = {}*{}]", op, b, L,
                                    p.max_pages, p.page));
     for (int64_t j = 0; j < (L + p.page - 1) / p.page; ++j) {
       const int64_t id = table[static_cast<size_t>(b * p.max_pages + j)];
       if (id < 0 || id >= p.n_pages)
-        throw InputError(fmt::format("attention_decode: page_table[{}][{}] = {} is outside the pool [0, {})", b, j, id,
+        throw InputError(fmt::format("{}: page_table[{}][{}] = {} is outside the pool [0, {})", op, b, j, id,
                                      p.n_pages));
     }
   }
@@ -44,66 +42,23 @@ int64_t slot(const AttentionDecodeParams& p, const Inputs& in, int64_t b, int64_
   return ((page * p.page + j % p.page) * p.n_kv + g) * width;
 }
 
-// s = scale * q.k, the dot product in increasing i (Dot2 in the f64 tier).
-template <class Real> Real score(const double* q, const double* k, int64_t d, double scale) {
-  if constexpr (std::is_same_v<Real, double>) {
-    Dot2 acc;
-    for (int64_t i = 0; i < d; ++i) acc.add(q[i], k[i]);
-    return acc.value() * scale;
-  } else {
-    Real acc(0.0);
-    for (int64_t i = 0; i < d; ++i) acc += Real(q[i]) * k[i];
-    return acc * scale;
-  }
-}
-
-// One (b, h) row: the two passes of attention_decode.h.
+// One (b, h) row: the two passes of attention_decode.h (reference/decode_softmax.h).
 template <class Real>
 void row(const AttentionDecodeParams& p, const Inputs& in, int64_t b, int64_t h, AttentionDecodeReferenceResult& r,
          bool tails) {
   const size_t i = static_cast<size_t>(b * p.n_h + h);
-  const int64_t L = in.lens[static_cast<size_t>(b)], g = h / (p.n_h / p.n_kv);
-  const double* q = in.q.data() + static_cast<int64_t>(i) * p.d;
-  if (L == 0) {   // empty context: o = 0, lse = -inf (tails stay 0)
-    for (int64_t c = 0; c < p.dv; ++c) r.o[i * static_cast<size_t>(p.dv) + static_cast<size_t>(c)] = 0.0;
-    r.lse[i] = -std::numeric_limits<double>::infinity();
-    return;
-  }
-  Real m = score<Real>(q, in.k.data() + slot(p, in, b, 0, g, p.d), p.d, p.scale);
-  for (int64_t j = 1; j < L; ++j) {
-    const Real s = score<Real>(q, in.k.data() + slot(p, in, b, j, g, p.d), p.d, p.scale);
-    if (s > m) m = s;
-  }
-  Real l(0.0);
-  std::vector<Real> u(static_cast<size_t>(p.dv), Real(0.0));
-  for (int64_t j = 0; j < L; ++j) {
-    const Real e = r_exp(score<Real>(q, in.k.data() + slot(p, in, b, j, g, p.d), p.d, p.scale) - m);
-    l += e;
-    const double* v = in.v.data() + slot(p, in, b, j, g, p.dv);
-    for (int64_t c = 0; c < p.dv; ++c) u[static_cast<size_t>(c)] += e * v[c];
-  }
-  for (int64_t c = 0; c < p.dv; ++c)
-    put_odd(Real(u[static_cast<size_t>(c)] / l), r.o, tails ? &r.o_tail : nullptr, i * static_cast<size_t>(p.dv) + static_cast<size_t>(c));
-  put_odd(Real(m + r_log(l)), r.lse, tails ? &r.lse_tail : nullptr, i);
+  const int64_t g = h / (p.n_h / p.n_kv);
+  const decode_softmax::Row w{in.q.data() + static_cast<int64_t>(i) * p.d, p.d, p.dv, p.scale, in.lens[static_cast<size_t>(b)], i};
+  decode_softmax::row<Real>(
+      w, [&](int64_t j) { return in.k.data() + slot(p, in, b, j, g, p.d); },
+      [&](int64_t j) { return in.v.data() + slot(p, in, b, j, g, p.dv); }, r, tails);
 }
 
 template <class Real>
 AttentionDecodeReferenceResult run(const AttentionDecodeParams& p, const Inputs& in, int64_t rows, bool tails) {
-  AttentionDecodeReferenceResult r;
-  r.o.resize(static_cast<size_t>(rows * p.dv));
-  r.lse.resize(static_cast<size_t>(rows));
-  if (tails) {
-    r.o_tail.assign(2 * r.o.size(), 0.0);
-    r.lse_tail.assign(2 * r.lse.size(), 0.0);
-  }
+  AttentionDecodeReferenceResult r = decode_softmax::sized(rows, p.dv, tails);
   for (int64_t i = 0; i < rows; ++i) row<Real>(p, in, i / p.n_h, i % p.n_h, r, tails);
   return r;
-}
-
-std::vector<int64_t> read_ints(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  t.read(0, v);
-  return std::vector<int64_t>(v.begin(), v.end());
 }
 
 }  // namespace
@@ -123,8 +78,8 @@ AttentionDecodeReferenceResult attention_decode_reference(Tier tier, const Atten
   expect_numel(v_cache, "v_cache", p.n_pages * p.page * p.n_kv * p.dv, "[n_pages,page,n_kv,dv]");
   expect_numel(page_table, "page_table", p.B * p.max_pages, "[B,max_pages]");
   expect_numel(seqlens, "seqlens", p.B, "[B]");
-  Inputs in{read_finite(q, "q"), read_finite(k_cache, "k_cache"), read_finite(v_cache, "v_cache"), read_ints(seqlens),
-            read_ints(page_table)};
+  Inputs in{read_finite(q, "q"), read_finite(k_cache, "k_cache"), read_finite(v_cache, "v_cache"), decode_softmax::ints(seqlens),
+            decode_softmax::ints(page_table)};
   for (double& x : in.k) x *= p.k_scale;   // exact: 24 + 11 bits at most
   for (double& x : in.v) x *= p.v_scale;
   check_attention_decode_pages(p, in.lens, in.table);

@@ -51,8 +51,8 @@ AttentionDecodeReferenceResult attention_decode_reference(Tier tier, const Atten
 // The page-table and length checks of the reference, shared with the OpSpec's input check: every
 // length in [0, max_pages*page] and every page-table entry a sequence uses (its first
 // ceil(L / page)) in [0, n_pages); the entries past them are not read. Throws InputError naming the
-// sequence, the entry and the value.
+// op, the sequence, the entry and the value.
 void check_attention_decode_pages(const AttentionDecodeParams& p, const std::vector<int64_t>& lens,
-                                  const std::vector<int64_t>& table);
+                                  const std::vector<int64_t>& table, const char* op = "attention_decode");
 
 }  // namespace dg

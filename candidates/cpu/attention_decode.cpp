@@ -13,8 +13,6 @@
 //                                     merge M = max lse_p, w_p = exp(lse_p - M), o = sum w_p o_p /
 //                                     sum w_p, lse = M + ln sum w_p (M = -inf: o = 0, lse = -inf)
 // Both write o and lse in f32; an empty context gives o = 0 and lse = -inf.
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "candidates/cpu/attention_decode_cpu.h"
@@ -24,73 +22,6 @@ namespace dg {
 namespace {
 
 using attention_cpu::View;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-float dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n; ++i) acc = acc + a[i] * b[i];
-  return acc;
-}
-
-void naive_row(const View& w, const std::vector<float>& q, int64_t L, const std::vector<float>& k,
-               const std::vector<float>& v, std::vector<float>& o, float& lse) {
-  const int64_t d = w.p.d, dv = w.p.dv;
-  std::vector<float> s(static_cast<size_t>(L));
-  float m = kNegInf;
-  for (int64_t j = 0; j < L; ++j) m = std::max(m, s[static_cast<size_t>(j)] = dot(q.data(), k.data() + j * d, d) * w.p.scale);
-  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
-  float l = 0.0f;
-  for (int64_t j = 0; j < L; ++j) {
-    const float e = std::exp(s[static_cast<size_t>(j)] - m);
-    l = l + e;
-    for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
-  }
-  for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = L ? acc[static_cast<size_t>(c)] / l : 0.0f;
-  lse = L ? m + std::log(l) : kNegInf;
-}
-
-// One split's online softmax over tokens [j0, j1): o_p (normalised) and lse_p.
-void split_state(const View& w, const std::vector<float>& q, int64_t j0, int64_t j1, const std::vector<float>& k,
-                 const std::vector<float>& v, float* o, float& lse) {
-  const int64_t d = w.p.d, dv = w.p.dv;
-  float m = kNegInf, l = 0.0f;
-  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
-  for (int64_t j = j0; j < j1; ++j) {
-    const float s = dot(q.data(), k.data() + j * d, d) * w.p.scale;
-    const float m_new = std::max(m, s), alpha = std::exp(m - m_new), e = std::exp(s - m_new);
-    l = l * alpha + e;
-    for (int64_t c = 0; c < dv; ++c)
-      acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] * alpha + e * v[static_cast<size_t>(j * dv + c)];
-    m = m_new;
-  }
-  for (int64_t c = 0; c < dv; ++c) o[c] = j1 > j0 ? acc[static_cast<size_t>(c)] / l : 0.0f;   // the -inf guard
-  lse = j1 > j0 ? m + std::log(l) : kNegInf;
-}
-
-void splitkv_row(const View& w, int64_t split, const std::vector<float>& q, int64_t L, const std::vector<float>& k,
-                 const std::vector<float>& v, std::vector<float>& o, float& lse) {
-  const int64_t dv = w.p.dv, pages = (L + w.p.page - 1) / w.p.page;
-  const int64_t span = attention_decode_pages_per_split(pages, split) * w.p.page;
-  std::vector<float> os(static_cast<size_t>(split * dv)), ls(static_cast<size_t>(split));
-  float M = kNegInf;
-  for (int64_t s = 0; s < split; ++s) {
-    split_state(w, q, std::min(L, s * span), std::min(L, (s + 1) * span), k, v, os.data() + s * dv, ls[static_cast<size_t>(s)]);
-    M = std::max(M, ls[static_cast<size_t>(s)]);
-  }
-  std::fill(o.begin(), o.end(), 0.0f);
-  if (M == kNegInf) {   // no keys at all
-    lse = kNegInf;
-    return;
-  }
-  float wsum = 0.0f;
-  for (int64_t s = 0; s < split; ++s) {
-    const float ws = std::exp(ls[static_cast<size_t>(s)] - M);
-    wsum = wsum + ws;
-    for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = o[static_cast<size_t>(c)] + ws * os[static_cast<size_t>(s * dv + c)];
-  }
-  for (float& x : o) x = x / wsum;
-  lse = M + std::log(wsum);
-}
 
 RunFn make(bool splitkv) {
   return [splitkv](const Case& c, const TensorMap& in, TensorMap& out) {
@@ -104,8 +35,8 @@ RunFn make(bool splitkv) {
         for (int64_t h = g * w.group(); h < (g + 1) * w.group(); ++h) {
           const std::vector<float> q = attention_cpu::query(w, b, h);
           float lse = 0.0f;
-          if (splitkv) splitkv_row(w, split, q, L, k, v, o, lse);
-          else naive_row(w, q, L, k, v, o, lse);
+          if (splitkv) attention_cpu::splitkv_row(w.p, split, q, L, k, v, o, lse);
+          else attention_cpu::naive_row(w.p, q, L, k, v, o, lse);
           attention_cpu::store(out, w, b, h, o, lse);
         }
       }

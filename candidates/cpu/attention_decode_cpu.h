@@ -4,7 +4,10 @@
 // exact for bf16/f16/f32 storage), and the stores of one (b, h) row's o and lse.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "candidates/cpu/op_io.h"
@@ -51,6 +54,88 @@ inline void store(TensorMap& out, const View& w, int64_t b, int64_t h, const std
   const int64_t rows = w.p.B * w.p.n_h, i = b * w.p.n_h + h;
   store_row(need_out(out, "o", rows * w.p.dv, "attention_decode"), i * w.p.dv, w.p.dv, o.data());
   store_row(need_out(out, "lse", rows, "attention_decode"), i, 1, &lse);
+}
+
+// The rows of the two CPU candidates (candidates/cpu/attention_decode.cpp has their definitions),
+// over one head's gathered keys k [L, p.d] and values v [L, p.dv] (mla_decode's candidates call them
+// with the latent's keys and values).
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc = acc + a[i] * b[i];
+  return acc;
+}
+
+// The naive: two passes, m then p_j = exp(s_j - m) summed into l and acc in increasing j.
+inline void naive_row(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t L, const std::vector<float>& k,
+                      const std::vector<float>& v, std::vector<float>& o, float& lse) {
+  const int64_t d = p.d, dv = p.dv;
+  std::vector<float> s(static_cast<size_t>(L));
+  float m = kNegInf;
+  for (int64_t j = 0; j < L; ++j) m = std::max(m, s[static_cast<size_t>(j)] = dot(q.data(), k.data() + j * d, d) * p.scale);
+  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
+  float l = 0.0f;
+  for (int64_t j = 0; j < L; ++j) {
+    const float e = std::exp(s[static_cast<size_t>(j)] - m);
+    l = l + e;
+    for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
+  }
+  for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = L ? acc[static_cast<size_t>(c)] / l : 0.0f;
+  lse = L ? m + std::log(l) : kNegInf;
+}
+
+// The LSE merge of `split` split states (o_p [split, dv] normalised, lse_p, M their max): w_p =
+// exp(lse_p - M), o = sum w_p o_p / sum w_p, lse = M + ln sum w_p; M = -inf (no keys): o = 0,
+// lse = -inf.
+inline void merge(int64_t split, int64_t dv, const std::vector<float>& os, const std::vector<float>& ls, float M,
+                  std::vector<float>& o, float& lse) {
+  std::fill(o.begin(), o.end(), 0.0f);
+  if (M == kNegInf) {   // no keys at all
+    lse = kNegInf;
+    return;
+  }
+  float wsum = 0.0f;
+  for (int64_t s = 0; s < split; ++s) {
+    const float ws = std::exp(ls[static_cast<size_t>(s)] - M);
+    wsum = wsum + ws;
+    for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = o[static_cast<size_t>(c)] + ws * os[static_cast<size_t>(s * dv + c)];
+  }
+  for (float& x : o) x = x / wsum;
+  lse = M + std::log(wsum);
+}
+
+// One split's online softmax over tokens [j0, j1): o_p (normalised) and lse_p.
+inline void split_state(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t j0, int64_t j1,
+                        const std::vector<float>& k, const std::vector<float>& v, float* o, float& lse) {
+  const int64_t d = p.d, dv = p.dv;
+  float m = kNegInf, l = 0.0f;
+  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
+  for (int64_t j = j0; j < j1; ++j) {
+    const float s = dot(q.data(), k.data() + j * d, d) * p.scale;
+    const float m_new = std::max(m, s), alpha = std::exp(m - m_new), e = std::exp(s - m_new);
+    l = l * alpha + e;
+    for (int64_t c = 0; c < dv; ++c)
+      acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] * alpha + e * v[static_cast<size_t>(j * dv + c)];
+    m = m_new;
+  }
+  for (int64_t c = 0; c < dv; ++c) o[c] = j1 > j0 ? acc[static_cast<size_t>(c)] / l : 0.0f;   // the -inf guard
+  lse = j1 > j0 ? m + std::log(l) : kNegInf;
+}
+
+// Flash-decoding: the L keys split by pages (attention_decode_pages_per_split), one online softmax
+// per split, then the merge.
+inline void splitkv_row(const AttentionDecodeParams& p, int64_t split, const std::vector<float>& q, int64_t L,
+                        const std::vector<float>& k, const std::vector<float>& v, std::vector<float>& o, float& lse) {
+  const int64_t dv = p.dv, pages = (L + p.page - 1) / p.page;
+  const int64_t span = attention_decode_pages_per_split(pages, split) * p.page;
+  std::vector<float> os(static_cast<size_t>(split * dv)), ls(static_cast<size_t>(split));
+  float M = kNegInf;
+  for (int64_t s = 0; s < split; ++s) {
+    split_state(p, q, std::min(L, s * span), std::min(L, (s + 1) * span), k, v, os.data() + s * dv, ls[static_cast<size_t>(s)]);
+    M = std::max(M, ls[static_cast<size_t>(s)]);
+  }
+  merge(split, dv, os, ls, M, o, lse);
 }
 
 }  // namespace dg::attention_cpu

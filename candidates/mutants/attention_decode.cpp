@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "candidates/cpu/attention_decode_cpu.h"
+#include "candidates/mutants/attention_decode_variant.h"
 #include "harness/cases/registry.h"
 #include "harness/core/dtype.h"
 
@@ -36,79 +37,8 @@ namespace dg::mutants {
 namespace {
 
 using attention_cpu::View;
-
-struct Variant {
-  // mutants
-  bool merge_no_max = false, lse_bf16 = false, empty_unguarded = false, scale_dv = false, scale_twice = false,
-       p_bf16 = false, lse_base2 = false, gqa_mod = false, partial_page_dropped = false, last_token_dropped = false,
-       no_rescale = false, kv_scales_swapped = false;
-  // equivalents
-  bool more_splits = false, f64 = false, exp2 = false, reversed_heads = false;
-};
-
-// T: the arithmetic (float, or double for the f64 equivalent). The exp2 form holds every score,
-// max and lse in base 2 (s2 = s log2e) and converts the output lse by ln 2.
-template <class T> struct Row {
-  const Variant& v;
-  const View& w;
-  T scale;
-  T ex(T x) const { return v.exp2 ? std::exp2(x) : std::exp(x); }
-  T lg(T x) const { return v.exp2 ? std::log2(x) : std::log(x); }
-
-  // One split's online softmax over tokens [j0, j1): o_p and lse_p.
-  void split(const std::vector<float>& q, int64_t j0, int64_t j1, const std::vector<float>& k, const std::vector<float>& vv,
-             T* o, T& lse) const {
-    const int64_t d = w.p.d, dv = w.p.dv;
-    const T ninf = -std::numeric_limits<T>::infinity();
-    T m = ninf, l = 0;
-    std::vector<T> acc(static_cast<size_t>(dv), T(0));
-    for (int64_t j = j0; j < j1; ++j) {
-      T dot = 0;
-      for (int64_t i = 0; i < d; ++i) dot = dot + T(q[static_cast<size_t>(i)]) * T(k[static_cast<size_t>(j * d + i)]);
-      const T s = dot * scale, m_new = std::max(m, s), alpha = ex(m - m_new), e = ex(s - m_new);
-      const T ep = v.p_bf16 ? T(round_bf16(static_cast<float>(e))) : e;
-      l = l * alpha + e;
-      for (int64_t c = 0; c < dv; ++c)
-        acc[static_cast<size_t>(c)] = (v.no_rescale ? acc[static_cast<size_t>(c)] : acc[static_cast<size_t>(c)] * alpha) +
-                                      ep * T(vv[static_cast<size_t>(j * dv + c)]);
-      m = m_new;
-    }
-    const bool guard = !v.empty_unguarded && j1 == j0;
-    for (int64_t c = 0; c < dv; ++c) o[c] = guard ? T(0) : acc[static_cast<size_t>(c)] / l;
-    lse = guard ? ninf : m + lg(l);
-    if (v.lse_bf16) lse = T(round_bf16(static_cast<float>(lse)));
-  }
-
-  void run(int64_t nsplit, const std::vector<float>& q, int64_t L, const std::vector<float>& k, const std::vector<float>& vv,
-           std::vector<float>& o, float& lse) const {
-    const int64_t dv = w.p.dv, pages = (L + w.p.page - 1) / w.p.page;
-    const int64_t span = attention_decode_pages_per_split(pages, nsplit) * w.p.page;
-    const T ninf = -std::numeric_limits<T>::infinity();
-    std::vector<T> os(static_cast<size_t>(nsplit * dv)), ls(static_cast<size_t>(nsplit)), acc(static_cast<size_t>(dv), T(0));
-    T M = ninf;
-    for (int64_t s = 0; s < nsplit; ++s) {
-      split(q, std::min(L, s * span), std::min(L, (s + 1) * span), k, vv, os.data() + s * dv, ls[static_cast<size_t>(s)]);
-      M = std::max(M, ls[static_cast<size_t>(s)]);
-    }
-    if (M == ninf && !v.empty_unguarded) {
-      std::fill(o.begin(), o.end(), 0.0f);
-      lse = -std::numeric_limits<float>::infinity();
-      return;
-    }
-    T wsum = 0;
-    for (int64_t s = 0; s < nsplit; ++s) {
-      const T ws = v.merge_no_max ? ex(ls[static_cast<size_t>(s)]) : ex(ls[static_cast<size_t>(s)] - M);
-      wsum = wsum + ws;
-      for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + ws * os[static_cast<size_t>(s * dv + c)];
-    }
-    for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = static_cast<float>(acc[static_cast<size_t>(c)] / wsum);
-    T out = v.merge_no_max ? lg(wsum) : M + lg(wsum);
-    if (v.exp2) out = out * T(0.693147180559945309417);   // ln 2: base 2 to natural
-    if (v.lse_base2) out = out * T(1.442695040888963407360);   // log2 e: natural to base 2, reported as natural
-    lse = static_cast<float>(out);
-    if (v.lse_bf16) lse = round_bf16(lse);
-  }
-};
+using attention_variant::Row;
+using attention_variant::Variant;
 
 float scale_of(const Variant& v, const View& w) {
   float s = v.scale_dv ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(w.p.dv))) : w.p.scale;
@@ -121,8 +51,8 @@ RunFn variant(Variant v) {
   return [v](const Case& c, const TensorMap& in, TensorMap& out) {
     const View w = attention_cpu::view(c, in);
     const int64_t nsplit = v.more_splits ? 2 * c.integer("split") + 1 : c.integer("split");
-    const Row<float> rf{v, w, scale_of(v, w)};
-    const Row<double> rd{v, w, static_cast<double>(scale_of(v, w))};
+    const Row<float> rf{v, w.p, scale_of(v, w)};
+    const Row<double> rd{v, w.p, static_cast<double>(scale_of(v, w))};
     std::vector<float> k, vv, o(static_cast<size_t>(w.p.dv));
     for (int64_t bi = 0; bi < w.p.B; ++bi)
       for (int64_t hi = 0; hi < w.p.n_h; ++hi) {

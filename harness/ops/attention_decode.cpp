@@ -13,6 +13,7 @@
 #include "harness/cases/registry.h"
 #include "harness/ops/op_common.h"
 #include "reference/certify.h"
+#include "reference/decode_softmax.h"
 
 namespace dg {
 
@@ -21,7 +22,7 @@ std::vector<int64_t> attention_decode_lens(const Case& c) {
   if (!lens.empty()) return lens;
   const int64_t B = c.integer("B"), ctx = c.integer("ctx"), page = c.integer("page");
   std::vector<int64_t> cycle = {ctx};
-  if (c.text("regime") == "ragged") cycle = {ctx, 0, 1, ctx / 2 + 3, page + 1};
+  if (c.text("regime") == "ragged" || c.text("regime") == "sparse_mixed") cycle = {ctx, 0, 1, ctx / 2 + 3, page + 1};
   if (c.text("regime") == "empty_splits") cycle = {0, 1, page - 1, page + 1};
   for (int64_t b = 0; b < B; ++b) lens.push_back(std::min(ctx, cycle[static_cast<size_t>(b) % cycle.size()]));
   return lens;
@@ -45,10 +46,74 @@ AttentionDecodeParams attention_decode_params(const Case& c) {
   return p;
 }
 
-std::vector<int64_t> attention_decode_ints(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  t.read(0, v);
-  return std::vector<int64_t>(v.begin(), v.end());
+std::vector<int64_t> attention_decode_ints(const Tensor& t) { return decode_softmax::ints(t); }
+
+void check_decode_lens(const Case& c, const char* op) {
+  const std::vector<int64_t> lens = c.int_list("lens");
+  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
+    throw InputError(fmt::format("{}: lens has {} lengths for B = {}", op, lens.size(), c.integer("B")));
+  for (int64_t L : lens)
+    if (L < 0 || L > c.integer("ctx"))
+      throw InputError(fmt::format("{}: lens must be in [0, ctx = {}], got {}", op, c.integer("ctx"), L));
+}
+
+std::vector<int64_t> check_decode_seqlens(const Case& c, const TensorMap& in, const char* op) {
+  const std::vector<int64_t> lens = attention_decode_ints(in.at("seqlens")), want = attention_decode_lens(c);
+  for (size_t b = 0; b < want.size(); ++b)
+    if (lens[b] != want[b])
+      throw InputError(fmt::format("{}: seqlens[{}] = {} disagrees with the case's length {}", op, b, lens[b], want[b]));
+  return lens;
+}
+
+Certification decode_certification(AttentionDecodeReferenceResult lo, AttentionDecodeReferenceResult hi, Tier tier, Tier up,
+                                   int64_t n, int64_t rows) {
+  for (AttentionDecodeReferenceResult* r : {&lo, &hi})
+    for (double& x : r->lse)
+      if (std::isinf(x)) x = std::numeric_limits<double>::quiet_NaN();
+  Certification cert;
+  cert.tier = tier;
+  cert.against = up;
+  cert.sample = n == rows ? "full case" : fmt::format("rows (b, h) [0,{})", n);
+  cert.ref_bits = std::min(agreement_bits(lo.o, hi.o, lo.o_tail, hi.o_tail), agreement_bits(lo.lse, hi.lse, lo.lse_tail, hi.lse_tail));
+  cert.ref_bits_max_elem = std::min(agreement_bits_max_elem(lo.o, hi.o, lo.o_tail, hi.o_tail),
+                                    agreement_bits_max_elem(lo.lse, hi.lse, lo.lse_tail, hi.lse_tail));
+  return cert;
+}
+
+// Whether some sequence of the case leaves a split with no keys (the -inf guard's case).
+bool decode_has_empty_split(const Case& c) {
+  const int64_t split = c.integer("split"), page = c.integer("page");
+  for (int64_t L : attention_decode_lens(c)) {
+    const int64_t np = (L + page - 1) / page, pps = attention_decode_pages_per_split(np, split);
+    if (np == 0 || (np + pps - 1) / pps < split) return true;
+  }
+  return false;
+}
+
+// Lengths: an empty and a one-token context, a partial last page, ragged batches, long context.
+CoverageAxis decode_lengths_axis() {
+  return {"lengths", {"a length 0", "a length 1", "a partial last page", "lengths differ", "ctx >= 32768"},
+    [](const Case& c) {
+      const std::vector<int64_t> lens = attention_decode_lens(c);
+      std::vector<std::string> v;
+      if (std::count(lens.begin(), lens.end(), 0)) v.push_back("a length 0");
+      if (std::count(lens.begin(), lens.end(), 1)) v.push_back("a length 1");
+      if (std::any_of(lens.begin(), lens.end(), [&](int64_t L) { return L % c.integer("page") != 0; }))
+        v.push_back("a partial last page");
+      if (std::adjacent_find(lens.begin(), lens.end(), std::not_equal_to<>()) != lens.end()) v.push_back("lengths differ");
+      if (c.integer("ctx") >= 32768) v.push_back("ctx >= 32768");
+      return v;
+    }};
+}
+
+// Split-KV: none, several, and a split that gets no keys.
+CoverageAxis decode_split_axis() {
+  return {"split", {"split = 1", "split > 1", "an empty split"},
+    [](const Case& c) {
+      std::vector<std::string> v{c.integer("split") == 1 ? "split = 1" : "split > 1"};
+      if (decode_has_empty_split(c)) v.push_back("an empty split");
+      return v;
+    }};
 }
 
 namespace {
@@ -73,11 +138,7 @@ void validate(const Case& c) {
     if (!std::isfinite(x) || !(x > 0) || x > 1e6) fail(fmt::format("{} must be in (0, 1e6], got {}", n, x));
     if (x != 1.0 && c.text("kv") != "fp8") fail(fmt::format("{} = {} needs kv=fp8 (scales of FP8 pages)", n, x));
   }
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    fail(fmt::format("lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t L : lens)
-    if (L < 0 || L > c.integer("ctx")) fail(fmt::format("lens must be in [0, ctx = {}], got {}", c.integer("ctx"), L));
+  check_decode_lens(c, "attention_decode");
   checked_product("attention_decode: B*n_h*d", {c.integer("B"), c.integer("n_h"), std::max(c.integer("d"), c.integer("dv"))});
   checked_product("attention_decode: B*ctx*n_kv*d",
                   {c.integer("B"), std::max<int64_t>(1, c.integer("ctx")) + c.integer("page"), c.integer("n_kv"),
@@ -99,11 +160,8 @@ std::map<std::string, InputSpec> inputs(const Case& c) {
 // page-table entry inside the pool.
 void check_inputs(const Case& c, const TensorMap& in) {
   check_inputs_exact(c, in, inputs(c));
-  const std::vector<int64_t> lens = attention_decode_ints(in.at("seqlens")), want = attention_decode_lens(c);
-  for (size_t b = 0; b < want.size(); ++b)
-    if (lens[b] != want[b])
-      throw InputError(fmt::format("attention_decode: seqlens[{}] = {} disagrees with the case's length {}", b, lens[b], want[b]));
-  check_attention_decode_pages(attention_decode_params(c), lens, attention_decode_ints(in.at("page_table")));
+  check_attention_decode_pages(attention_decode_params(c), check_decode_seqlens(c, in, "attention_decode"),
+                               attention_decode_ints(in.at("page_table")));
 }
 
 AttentionDecodeReferenceResult run_rows(const Case& c, const TensorMap& in, Tier tier, int64_t rows, bool tails) {
@@ -111,8 +169,7 @@ AttentionDecodeReferenceResult run_rows(const Case& c, const TensorMap& in, Tier
                                     in.at("page_table"), in.at("seqlens"), tails, rows);
 }
 
-// The first rows (b, h) that kCertifyOps buys at the next tier (at least one), each output compared
-// on its own; an empty context's lse (-inf in both) is left out of the sample.
+// The first rows (b, h) that kCertifyOps buys at the next tier (at least one).
 Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   const std::optional<Tier> up = next_tier(tier);
   if (!up) throw InputError("certify: no tier above " + std::string(tier_name(tier)) + " to certify it against");
@@ -120,28 +177,7 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
   const double per_row = static_cast<double>(std::max<int64_t>(1, c.integer("ctx"))) * static_cast<double>(4 * p.d + 2 * p.dv);
   const int64_t rows = p.B * p.n_h;
   const int64_t n = std::clamp<int64_t>(static_cast<int64_t>(kCertifyOps / (per_row * tier_cost(*up))), 1, rows);
-  AttentionDecodeReferenceResult lo = run_rows(c, in, tier, n, true), hi = run_rows(c, in, *up, n, true);
-  for (AttentionDecodeReferenceResult* r : {&lo, &hi})
-    for (double& x : r->lse)
-      if (std::isinf(x)) x = std::numeric_limits<double>::quiet_NaN();
-  Certification cert;
-  cert.tier = tier;
-  cert.against = *up;
-  cert.sample = n == rows ? "full case" : fmt::format("rows (b, h) [0,{})", n);
-  cert.ref_bits = std::min(agreement_bits(lo.o, hi.o, lo.o_tail, hi.o_tail), agreement_bits(lo.lse, hi.lse, lo.lse_tail, hi.lse_tail));
-  cert.ref_bits_max_elem = std::min(agreement_bits_max_elem(lo.o, hi.o, lo.o_tail, hi.o_tail),
-                                    agreement_bits_max_elem(lo.lse, hi.lse, lo.lse_tail, hi.lse_tail));
-  return cert;
-}
-
-// Whether some sequence of the case leaves a split with no keys (the -inf guard's case).
-bool has_empty_split(const Case& c) {
-  const int64_t split = c.integer("split"), page = c.integer("page");
-  for (int64_t L : attention_decode_lens(c)) {
-    const int64_t np = (L + page - 1) / page, pps = attention_decode_pages_per_split(np, split);
-    if (np == 0 || (np + pps - 1) / pps < split) return true;
-  }
-  return false;
+  return decode_certification(run_rows(c, in, tier, n, true), run_rows(c, in, *up, n, true), tier, *up, n, rows);
 }
 
 std::vector<CoverageAxis> coverage_axes() {
@@ -152,26 +188,8 @@ std::vector<CoverageAxis> coverage_axes() {
          const int64_t g = c.integer("n_h") / c.integer("n_kv");
          return std::vector<std::string>{g == 1 ? "MHA (group 1)" : c.integer("n_kv") == 1 ? "MQA (n_kv 1)" : "GQA (n_kv > 1, group > 1)"};
        }},
-      // Lengths: an empty and a one-token context, a partial last page, ragged batches, long context.
-      {"lengths", {"a length 0", "a length 1", "a partial last page", "lengths differ", "ctx >= 32768"},
-       [](const Case& c) {
-         const std::vector<int64_t> lens = attention_decode_lens(c);
-         std::vector<std::string> v;
-         if (std::count(lens.begin(), lens.end(), 0)) v.push_back("a length 0");
-         if (std::count(lens.begin(), lens.end(), 1)) v.push_back("a length 1");
-         if (std::any_of(lens.begin(), lens.end(), [&](int64_t L) { return L % c.integer("page") != 0; }))
-           v.push_back("a partial last page");
-         if (std::adjacent_find(lens.begin(), lens.end(), std::not_equal_to<>()) != lens.end()) v.push_back("lengths differ");
-         if (c.integer("ctx") >= 32768) v.push_back("ctx >= 32768");
-         return v;
-       }},
-      // Split-KV: none, several, and a split that gets no keys.
-      {"split", {"split = 1", "split > 1", "an empty split"},
-       [](const Case& c) {
-         std::vector<std::string> v{c.integer("split") == 1 ? "split = 1" : "split > 1"};
-         if (has_empty_split(c)) v.push_back("an empty split");
-         return v;
-       }},
+      decode_lengths_axis(),
+      decode_split_axis(),
       // Head dims: the configs' 128, and a value dim other than the key dim (where d^-0.5 and dv^-0.5 differ).
       {"dims", {"d = 128", "dv != d"},
        [](const Case& c) {

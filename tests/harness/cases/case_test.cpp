@@ -187,6 +187,8 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "moe_combine") shape = {{"T", "5"}, {"topk", "3"}, {"H", "24"}, {"rsf", "2.5"}};
     if (r->op == "mhc") shape = {{"T", "5"}, {"H", "24"}, {"iters", "3"}};
     if (r->op == "attention_decode") shape = {{"B", "5"}, {"n_h", "4"}, {"n_kv", "2"}, {"d", "16"}, {"page", "4"}, {"ctx", "37"}};
+    if (r->op == "mla_decode")
+      shape = {{"B", "5"}, {"n_h", "4"}, {"d_c", "16"}, {"rope", "4"}, {"page", "4"}, {"ctx", "37"}, {"topk", r->name == "sparse_mixed" ? "8" : "0"}};
     if (r->op == "sampler") shape = {{"B", "5"}, {"V", "300"}, {"top_k", "20"}, {"top_p", "0.9"}};
     if (r->op == "decode_layer")
       shape = {{"T", "3"}, {"B", "2"}, {"D", "24"}, {"H", "2"}, {"K", "8"}, {"E", "4"}, {"k", "2"}, {"I", "16"}};
