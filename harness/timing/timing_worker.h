@@ -169,6 +169,9 @@ constexpr double kBaseAloneTolerance = 0.10;
 // A case that broke only rule base_alone is timed again, at most this many times (speed.cpp,
 // measure_speed): until a retime clears it or breaks it.
 constexpr int kBaseAloneRetimes = 2;
+// A timing whose base ran beside the patch at less than this fraction of its time alone does not
+// settle the rule: its alone worker ran so slow that it would hide a slowdown of 1.2x (speed.h).
+constexpr double kBaseAloneHiddenBelow = 1 / 1.2;
 
 // Rule base_alone's second half (exposed for the tests): "" or why `candidate` (its times beside
 // the base, `seconds`) is slower than the base timed in a process of its own (`base_alone`) by more
