@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "datasets/dists.h"
@@ -116,8 +117,8 @@ void generate(const Case& c, TensorMap& in, Shape shape) {
   const DType kv = c.text("kv") == "fp8" ? DType::e4m3 : c.dtype();
   for (double& x : k) x /= p.k_scale;   // FP8 pages hold k / k_scale (saturating at +-448)
   for (double& x : v) x /= p.v_scale;
-  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, k);
-  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, v);
+  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, std::move(k));
+  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, std::move(v));
   in["page_table"] = stored(DType::i32, {p.B, p.max_pages}, l.table);
   std::vector<double> lens(l.lens.begin(), l.lens.end());
   in["seqlens"] = stored(DType::i32, {p.B}, lens);
