@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "datasets/decode_inputs.h"
@@ -39,8 +40,8 @@ void generate(const Case& c, TensorMap& in, Shape shape) {
   const DType kv = c.text("kv") == "fp8" ? DType::e4m3 : c.dtype();
   for (double& x : k) x /= p.k_scale;   // FP8 pages hold k / k_scale (saturating at +-448)
   for (double& x : v) x /= p.v_scale;
-  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, k);
-  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, v);
+  in["k_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.d}, std::move(k));
+  in["v_cache"] = stored(kv, {p.n_pages, p.page, p.n_kv, p.dv}, std::move(v));
   in["page_table"] = stored(DType::i32, {p.B, p.max_pages}, l.table);
   std::vector<double> lens(l.lens.begin(), l.lens.end());
   in["seqlens"] = stored(DType::i32, {p.B}, lens);
@@ -129,6 +130,28 @@ DG_REGISTER_SUITE(attention_decode_gpu,
                             "attention_decode(B=8,n_h=12,n_kv=1,d=128,page=16,split=16,ctx=8192,regime=typical,dtype=bf16,seed=0)",
                             "attention_decode(B=64,n_h=12,n_kv=1,d=128,page=16,split=4,ctx=4096,regime=typical,dtype=bf16,seed=0)",
                             "attention_decode(B=8,n_h=12,n_kv=1,d=128,page=16,split=16,ctx=8192,kv=fp8,k_scale=0.037,v_scale=0.021,regime=typical,dtype=bf16,seed=0)",
+                        },
+                        "f64"});
+
+// attention-long: decode attention at the production context, 128K to 1M tokens, on ragged batches
+// (a 1M sequence beside a 300K one, an empty one and a 17-token one, whose splits are mostly empty)
+// in bf16 and FP8 pages, with a few dominant keys (the last token one of them) at 512K and 1M,
+// near-uniform scores at 128K (o a cancelling mean of ~128K values: the naive's plain f32 sums lose
+// ~1 bit a doubling of L and fall under the 12-bit verify floor from 512K on, so a longer
+// near-uniform case cannot be judged against the naive base) and large logits (the split merge's max
+// subtraction at L = 128K), split counts 4-32, pages of 1, 16 and 64. One kv head of 64 channels
+// (MQA) at 1M, two (GQA: the kv-head mapping shows) at 512K and 128K: the 1M case's pages are 345 MB in
+// bf16 and the reference's f64 copy 1.4 GB. f64 reference (Dot2 scores). README has its run times,
+// the reference's tokens/s and the peak memory.
+DG_REGISTER_SUITE(attention_long,
+                  Suite{"attention-long", "attention_decode at 128K-1M context: ragged batches (1M, 300K, 0, 17), bf16 and "
+                        "FP8 pages, a few dominant keys, near-uniform scores, large logits, splits 4-32; f64 reference",
+                        {
+                            "attention_decode(B=4,n_h=2,n_kv=1,d=64,page=16,split=16,ctx=1048576,lens=1048576/300000/0/17,regime=few_dominant,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=4,n_kv=2,d=64,page=64,split=32,ctx=524288,lens=524288/1,kv=fp8,k_scale=0.037,v_scale=0.021,regime=few_dominant,dtype=bf16,seed=0)",
+                            "attention_decode(B=4,n_h=4,n_kv=2,d=64,page=64,split=8,ctx=131072,lens=131072/40000/0/17,kv=fp8,k_scale=0.05,v_scale=0.013,regime=near_uniform,dtype=bf16,seed=0)",
+                            "attention_decode(B=3,n_h=4,n_kv=2,d=64,page=1,split=5,ctx=131072,lens=131072/0/65539,regime=near_uniform,dtype=bf16,seed=0)",
+                            "attention_decode(B=2,n_h=8,n_kv=2,d=128,page=16,split=4,ctx=131072,lens=131072/65539,regime=large_logits,dtype=bf16,seed=0)",
                         },
                         "f64"});
 

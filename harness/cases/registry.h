@@ -165,6 +165,11 @@ struct CandidateInfo {
   DType state_dtype;        // the precision of its recurrent state between tokens or steps
   DType output_dtype;       // the dtype of its outputs, and of their ULP scoring
   std::string doc;
+  // How its op judges it beyond the values of its outputs: "" (against the op's definition, output by
+  // output); "distribution": it draws its random outputs differently from the op's definition (a
+  // sampler by rejection sampling), so its op judges the distribution of its draws, not each draw
+  // (harness/ops/sampler.h, sampler_judged_by_distribution).
+  std::string judged_by = "";
   Storage storage() const { return {input_dtype, state_dtype, output_dtype}; }
 };
 

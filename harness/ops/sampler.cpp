@@ -33,6 +33,10 @@ SamplerParams sampler_params(const Case& c) {
   return p;
 }
 
+int64_t sampler_draws(const Case& c) { return c.integer("draws"); }
+
+bool sampler_judged_by_distribution(const CandidateInfo& info) { return info.judged_by == "distribution"; }
+
 namespace {
 
 constexpr double kU = 0x1p-24;   // f32 unit roundoff
@@ -181,6 +185,18 @@ SamplerTvPlan sampler_tv_plan(int64_t support, double distortion) {
   return plan;
 }
 
+SamplerTvTest sampler_tv_test(const std::vector<double>& probs, const std::vector<int64_t>& counts, int64_t support,
+                              double false_alarm) {
+  SamplerTvTest t;
+  for (int64_t c : counts) t.draws += c;
+  t.support = support;
+  t.tv = sampler_tv(probs, counts);
+  const double n = static_cast<double>(t.draws), spread = 0.5 * std::sqrt(static_cast<double>(support) / n);
+  t.threshold = spread + std::sqrt(std::log(1.0 / false_alarm) / (2.0 * n));
+  t.detectable = t.threshold + spread + std::sqrt(std::log(20.0) / (2.0 * n));
+  return t;
+}
+
 double sampler_tv(const std::vector<double>& probs, const std::vector<int64_t>& counts) {
   double n = 0, tv = 0;
   for (int64_t c : counts) n += static_cast<double>(c);
@@ -193,11 +209,32 @@ namespace {
 void validate(const Case& c) {
   sampler_check_params(sampler_params(c));
   checked_product("sampler: B*V", {c.integer("B"), c.integer("V")});
+  const int64_t n = sampler_draws(c);
+  if (n < 1 || c.integer("B") % n != 0)
+    throw InputError(fmt::format("sampler: draws = {} must be >= 1 and divide B = {}", n, c.integer("B")));
 }
 
 std::map<std::string, InputSpec> inputs(const Case& c) {
   const SamplerParams p = sampler_params(c);
   return {{"logits", {c.dtype(), {p.B, p.V}}}, {"uniforms", {DType::f32, {p.B, p.V}}}};
+}
+
+// Every row of a group of `draws` rows holds its group's first row of logits.
+void check_groups(const Case& c, const Tensor& logits) {
+  const int64_t n = sampler_draws(c), V = c.integer("V");
+  if (n == 1) return;
+  std::vector<double> first(static_cast<size_t>(V)), row(first.size());
+  for (int64_t b = 0; b < c.integer("B"); ++b) {
+    if (b % n == 0) {
+      logits.read(b * V, first);
+      continue;
+    }
+    logits.read(b * V, row);
+    for (int64_t i = 0; i < V; ++i)
+      if (!(row[static_cast<size_t>(i)] == first[static_cast<size_t>(i)]))
+        throw InputError(fmt::format("sampler: logits row {} differs from row {} of its group of draws = {} at token {}", b,
+                                     b - b % n, n, i));
+  }
 }
 
 void check_inputs(const Case& c, const TensorMap& in) {
@@ -209,6 +246,7 @@ void check_inputs(const Case& c, const TensorMap& in) {
     if (!(v[i] > 0.0 && v[i] < 1.0))
       throw InputError(fmt::format("sampler: input 'uniforms' must lie in (0, 1); element {} of shape {} is {}", i,
                                    u.shape_str(), v[i]));
+  check_groups(c, in.at("logits"));
 }
 
 std::vector<double> run_rows(const Case& c, const TensorMap& in, Tier tier, int64_t rows) {
@@ -262,7 +300,44 @@ std::shared_ptr<const std::vector<SamplerRow>> analyses(const Case& c, const Ten
   return rows;
 }
 
-std::vector<OpMeasure> measure(const Case& c, const CandidateInfo&, const TensorMap& in, const RefOutputs& ref,
+// The distribution test of a candidate that draws differently (sampler.h): per group of `draws` rows
+// with the same logits, the TV between its tokens' histogram and the reference's probabilities of the
+// row (f64 tier), against the threshold at a 1% false-alarm rate shared by the case's groups.
+OpMeasure distribution_measure(const Case& c, const TensorMap& in, const std::vector<SamplerRow>& rows,
+                               const std::vector<double>& ids) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), alpha = 0.01;
+  const int64_t n = sampler_draws(c), V = c.integer("V"), groups = c.integer("B") / n;
+  if (n == 1)
+    return {"distribution_tv", nan, nan, false, 0.0,
+            "not judged on this case: draws = 1 (a candidate that draws differently is judged by the distribution of "
+            "its tokens on cases with draws > 1)"};
+  SamplerParams one = sampler_params(c);
+  one.B = 1;
+  double worst = -1;
+  SamplerTvTest at;
+  int64_t at_g = 0;
+  std::vector<double> l(static_cast<size_t>(V));
+  for (int64_t g = 0; g < groups; ++g) {
+    Tensor row(c.dtype(), {1, V});
+    in.at("logits").read(g * n * V, l);
+    row.write(0, l);
+    const std::vector<double> probs = sampler_probabilities(Tier::f64, one, row);
+    std::vector<int64_t> counts(static_cast<size_t>(V), 0);
+    for (int64_t b = g * n; b < (g + 1) * n; ++b)
+      if (ids[static_cast<size_t>(b)] >= 0 && ids[static_cast<size_t>(b)] < static_cast<double>(V)) ++counts[static_cast<size_t>(ids[static_cast<size_t>(b)])];
+    const std::vector<SamplerStatus>& st = rows[static_cast<size_t>(g * n)].status;
+    const int64_t support = V - std::count(st.begin(), st.end(), SamplerStatus::dropped);
+    const SamplerTvTest t = sampler_tv_test(probs, counts, support, alpha / static_cast<double>(groups));
+    if (t.tv / t.threshold > worst) worst = t.tv / t.threshold, at = t, at_g = g;
+  }
+  return {"distribution_tv", worst, 1.0, false, 0.0,
+          fmt::format("the largest TV / threshold of the {} groups: group {}, TV {:.4f} vs threshold {:.4f} over {} draws "
+                      "of a row of {} kept or undecided tokens; false alarm < {:.0f}% over the case (McDiarmid), power "
+                      "95% against a distribution at TV >= {:.3f} from the reference's",
+                      groups, at_g, at.tv, at.threshold, at.draws, at.support, 100 * alpha, at.detectable)};
+}
+
+std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& info, const TensorMap& in, const RefOutputs& ref,
                                const TensorMap& out) {
   const SamplerParams p = sampler_params(c);
   auto read = [](const Tensor& t) {
@@ -270,13 +345,19 @@ std::vector<OpMeasure> measure(const Case& c, const CandidateInfo&, const Tensor
     t.read(0, v);
     return v;
   };
-  const SamplerMeasures m = sampler_measure(p, *analyses(c, in, ref), ref.at("token_ids"), read(out.at("token_ids")));
+  const std::shared_ptr<const std::vector<SamplerRow>> rows = analyses(c, in, ref);
+  const std::vector<double> ids = read(out.at("token_ids"));
+  const SamplerMeasures m = sampler_measure(p, *rows, ref.at("token_ids"), ids);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<OpMeasure> r;
-  r.push_back({"flips_wide", static_cast<double>(m.flips_wide), 0.0, false, 0.0,
-               fmt::format("rows whose token differs although every rival trails the reference's by more than a few f32 "
-                           "ulps and the filters decide it; {} flips in all, the widest at margin {:.3g}",
-                           m.flips, m.widest_flip_margin)});
+  // A candidate that draws differently flips token by token by design: its draws' distribution judges it.
+  if (sampler_judged_by_distribution(info))
+    r.push_back(distribution_measure(c, in, *rows, ids));
+  else
+    r.push_back({"flips_wide", static_cast<double>(m.flips_wide), 0.0, false, 0.0,
+                 fmt::format("rows whose token differs although every rival trails the reference's by more than a few "
+                             "f32 ulps and the filters decide it; {} flips in all, the widest at margin {:.3g}",
+                             m.flips, m.widest_flip_margin)});
   r.push_back({"invalid_ids", static_cast<double>(m.invalid_ids), 0.0, false, 0.0,
                "rows whose token is not in [0, V) or is dropped for sure by min-p, top-k or top-p"});
   r.push_back({"token_agreement", static_cast<double>(m.agree) / static_cast<double>(m.rows), nan, false, 0.0,
@@ -318,6 +399,8 @@ OpSpec spec() {
               {"top_k", ParamKind::integer, "0", "keep the values >= the top_k-th largest (0: off)"},
               {"top_p", ParamKind::real, "1", "nucleus: drop the ascending prefix with cumsum <= 1 - top_p (1: off)"},
               {"min_p", ParamKind::real, "0", "keep p >= min_p * max p (0: off)"},
+              {"draws", ParamKind::integer, "1", "rows per group with the same logits, each with its own uniforms (B a "
+               "multiple of it): the distribution test of samplers that draw differently (1: every row its own)"},
               {"regime", ParamKind::text, "typical", "input regime (driftgate list regimes)", true},
               {"dtype", ParamKind::text, "bf16", "dtype of the stored logits (bf16: the lm_head output in production)",
                true, {"bf16", "f32"}},

@@ -35,11 +35,16 @@
 #include <vector>
 
 #include "harness/cases/case.h"
+#include "harness/cases/registry.h"
 #include "reference/sampler.h"
 
 namespace dg {
 
 SamplerParams sampler_params(const Case& c);
+
+// Rows per group of identical logits (the case's `draws`, 1: every row its own): B is a multiple of
+// it, and rows [g draws, (g + 1) draws) hold the same logits with their own uniforms.
+int64_t sampler_draws(const Case& c);
 
 enum class SamplerStatus : uint8_t { dropped, kept, undecided };
 
@@ -88,6 +93,29 @@ struct SamplerTvPlan {
   double threshold = 0;
 };
 SamplerTvPlan sampler_tv_plan(int64_t support, double distortion);
+
+// The same test at a given number of draws N (the case's `draws`): a row's histogram `counts` [V]
+// against its probabilities `probs` [V] over a support of K tokens (the row's kept and undecided
+// tokens: an honest sampler and any sampler with no invalid id draw inside it), at a false-alarm rate
+// alpha (the case's rows tested together share it: alpha / groups each):
+//   threshold   tau = 1/2 sqrt(K / N) + sqrt(ln(1 / alpha) / (2 N))
+//   detectable  tau + 1/2 sqrt(K / N) + sqrt(ln(20) / (2 N)): a sampler at TV >= it from p exceeds
+//               tau with probability >= 95% (the power)
+struct SamplerTvTest {
+  double tv = 0, threshold = 0, detectable = 0;
+  int64_t draws = 0, support = 0;
+};
+SamplerTvTest sampler_tv_test(const std::vector<double>& probs, const std::vector<int64_t>& counts, int64_t support,
+                              double false_alarm);
+
+// Whether a candidate draws its tokens differently from the op's race (CandidateInfo::judged_by ==
+// "distribution": rejection sampling, an inverse CDF): the same uniforms give it other tokens, so the
+// op judges the distribution of its tokens over each group of `draws` rows with the same logits
+// (measure "distribution_tv": max over the groups of TV / tau, limit 1) and that it draws no token the
+// filters drop for sure (invalid_ids), never token by token. On a case with draws = 1 nothing of the
+// distribution can be judged: its distribution_tv is reported as NaN with no limit (`verify` and `gate`
+// then judge it by invalid_ids alone; the suites with draws > 1 judge its distribution).
+bool sampler_judged_by_distribution(const CandidateInfo& info);
 // TV between the histogram `counts` [V] (of sum N) and `probs` [V].
 double sampler_tv(const std::vector<double>& probs, const std::vector<int64_t>& counts);
 

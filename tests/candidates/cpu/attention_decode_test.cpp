@@ -1,14 +1,17 @@
-// The CPU candidates of attention_decode (candidates/cpu/attention_decode.cpp) against the
+// The CPU candidates of attention_decode (candidates/cpu/attention_decode.cpp, and oneDNN's primitives
+// composed: candidates/thirdparty/onednn_attention.cpp) against the
 // reference through verify, as a user runs them; the split count changes nothing beyond f32's
 // error; bad cases and bad stored inputs refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
+#include "harness/ops/attention_decode.h"
 #include "tests/candidates/cpu/verify_one.h"
 
 namespace dg {
@@ -20,13 +23,39 @@ namespace {
 // sequential f32 sum over 32K keys (14.3 bits; the split-KV candidate's partial sums keep 18).
 TEST(AttentionDecodeCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("attention-decode-smoke")->cases)
-    for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32"}) {
+    for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32", "attention_decode_cpu_onednn_f32"}) {
       const bool hard = cs.find("large_logits") != std::string::npos || cs.find("ctx=32768") != std::string::npos;
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
       EXPECT_GT(output(r, "o").metrics.bits, hard ? 14.0 : 20.0) << cand << " " << cs;
       EXPECT_GT(output(r, "lse").metrics.bits, hard ? 14.0 : 20.0) << cand << " " << cs;
     }
+}
+
+// attention-long: contexts of 128K, 512K and 1M in ragged batches (a length 0 and a short one beside
+// the long ones), bf16 and FP8 pages, the few-dominant and near-uniform regimes, split-KV, and every
+// case's pages under 0.8 GB as stored (what the reference reads in f64 is 4x the bf16 bytes).
+TEST(AttentionDecodeCpu, TheLongSuiteSpans128KTo1MOnRaggedBatchesInBoundedMemory) {
+  const Suite* s = find_suite("attention-long");
+  ASSERT_NE(s, nullptr);
+  std::set<int64_t> ctx;
+  std::set<std::string> regimes, kv;
+  bool empty = false, short_one = false, split = false;
+  for (const std::string& cs : s->cases) {
+    const Case c = parse_case(cs);
+    const AttentionDecodeParams p = attention_decode_params(c);
+    ctx.insert(c.integer("ctx"));
+    regimes.insert(c.text("regime"));
+    kv.insert(c.text("kv"));
+    for (int64_t L : attention_decode_lens(c)) empty |= L == 0, short_one |= L > 0 && L < 64;
+    split |= c.integer("split") > 1;
+    const double bytes = static_cast<double>(p.n_pages * p.page * p.n_kv * (p.d + p.dv)) * (c.text("kv") == "fp8" ? 1.0 : 2.0);
+    EXPECT_LT(bytes, 0.8e9) << cs;
+  }
+  EXPECT_EQ(ctx, (std::set<int64_t>{131072, 524288, 1048576}));
+  EXPECT_TRUE(regimes.count("few_dominant") && regimes.count("near_uniform"));
+  EXPECT_EQ(kv, (std::set<std::string>{"dtype", "fp8"}));
+  EXPECT_TRUE(empty && short_one && split);
 }
 
 // The split-KV candidate with no split and with 7 splits (most of them empty for the short

@@ -128,7 +128,75 @@ TEST(SamplerCandidates, TheDistributionTestSeparatesAnHonestSamplerFromADistorte
   EXPECT_GT(sampler_tv(probs, inverse_cdf_counts(q, plan.draws, 12)), plan.threshold);
 }
 
+const OpMeasure* find(const Record& r, const std::string& name) {
+  for (const OpMeasure& m : r.measures)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// The rejection sampler (candidates/cpu/sampler_rejection.h) draws other tokens than the race for the
+// same uniforms, and its op judges it by the distribution of its draws: on groups of 4096 rows with the
+// same logits it passes the TV test (below the threshold, the power stated), draws no invalid token,
+// and agrees with the reference's token on far fewer rows than the race does; its row has no
+// flips_wide. On a case with draws = 1 the distribution is not judged (NaN, no limit) and it passes on
+// invalid_ids.
+TEST(SamplerCandidates, RejectionSamplerIsJudgedByTheDistributionOfItsDraws) {
+  ASSERT_EQ(require_candidate("sampler_cpu_rejection_f32").info().judged_by, "distribution");
+  for (const char* cs : {"sampler(B=4096,V=1024,temperature=0.7,top_k=50,draws=4096,regime=typical,dtype=bf16,seed=0)",
+                         "sampler(B=4096,V=1024,top_k=20,top_p=0.9,draws=4096,regime=flat,dtype=bf16,seed=0)"}) {
+    const Record r = verify_one("sampler_cpu_rejection_f32", cs);
+    EXPECT_EQ(r.disposition, Disposition::PASSED) << cs << ": " << r.reason;
+    const OpMeasure* tv = find(r, "distribution_tv");
+    ASSERT_NE(tv, nullptr) << cs;
+    EXPECT_LT(tv->value, 1.0) << cs << ": " << tv->detail;
+    EXPECT_GT(tv->value, 0.0) << cs;
+    EXPECT_EQ(tv->limit, 1.0);
+    EXPECT_NE(tv->detail.find("power 95%"), std::string::npos) << tv->detail;
+    EXPECT_EQ(find(r, "flips_wide"), nullptr);
+    EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cs;
+    const Record race = verify_one("sampler_cpu_vllm_f32", cs);
+    EXPECT_EQ(race.disposition, Disposition::PASSED) << cs << ": " << race.reason;
+    EXPECT_EQ(find(race, "distribution_tv"), nullptr);
+    EXPECT_GT(measure(race, "token_agreement"), 0.8) << cs;   // the flat rows' bf16 ties flip legitimately
+    EXPECT_LT(measure(r, "token_agreement"), measure(race, "token_agreement") - 0.3) << cs;
+  }
+  const Record one = verify_one("sampler_cpu_rejection_f32", "sampler(B=8,V=4096,top_k=20,top_p=0.9,regime=flat,dtype=bf16,seed=0)");
+  EXPECT_EQ(one.disposition, Disposition::PASSED) << one.reason;
+  ASSERT_NE(find(one, "distribution_tv"), nullptr);
+  EXPECT_TRUE(std::isnan(find(one, "distribution_tv")->value));
+  EXPECT_TRUE(std::isnan(find(one, "distribution_tv")->limit));
+}
+
+// sampler_tv_test at a given number of draws: the threshold and the detectable distortion as
+// sampler.h states them (K = 50, N = 4096, alpha = 1%).
+TEST(SamplerCandidates, TheTvTestAtGivenDrawsStatesItsThresholdAndPower) {
+  std::vector<double> probs(50, 1.0 / 50);
+  std::vector<int64_t> counts(50, 4096 / 50);
+  counts[0] += 4096 - 50 * (4096 / 50);
+  const SamplerTvTest t = sampler_tv_test(probs, counts, 50, 0.01);
+  EXPECT_EQ(t.draws, 4096);
+  const double spread = 0.5 * std::sqrt(50.0 / 4096.0);
+  EXPECT_NEAR(t.threshold, spread + std::sqrt(std::log(100.0) / 8192.0), 1e-12);
+  EXPECT_NEAR(t.detectable, t.threshold + spread + std::sqrt(std::log(20.0) / 8192.0), 1e-12);
+  EXPECT_NEAR(t.tv, 0.5 * (127.0 / 4096.0 - 0.02 + 49 * (0.02 - 81.0 / 4096.0)), 1e-12);   // 127 draws of token 0, 81 of the others
+  EXPECT_LT(t.tv, t.threshold);
+}
+
 TEST(SamplerCandidates, BadCasesAndInputsAreRefused) {
+  expect_refused("sampler(B=6,V=64,draws=4,regime=typical,dtype=bf16,seed=0)");
+  expect_refused("sampler(B=6,V=64,draws=0,regime=typical,dtype=bf16,seed=0)");
+  {
+    const Case g = parse_case("sampler(B=4,V=64,draws=2,regime=typical,dtype=bf16,seed=0)");
+    TensorMap in = generate_inputs(g);
+    EXPECT_NO_THROW(find_op("sampler")->check_inputs(g, in));
+    in.at("logits").set(64 + 7, 1000.0);
+    try {
+      find_op("sampler")->check_inputs(g, in);
+      ADD_FAILURE() << "a group with two different rows accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("differs from row 0 of its group"), std::string::npos) << e.what();
+    }
+  }
   expect_refused("sampler(B=2,V=64,top_p=0,regime=typical,dtype=bf16,seed=0)");
   expect_refused("sampler(B=2,V=64,top_p=1.5,regime=typical,dtype=bf16,seed=0)");
   expect_refused("sampler(B=2,V=64,top_k=-1,regime=typical,dtype=bf16,seed=0)");
