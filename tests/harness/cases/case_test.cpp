@@ -189,6 +189,7 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "attention_decode") shape = {{"B", "5"}, {"n_h", "4"}, {"n_kv", "2"}, {"d", "16"}, {"page", "4"}, {"ctx", "37"}};
     if (r->op == "sampler") shape = {{"B", "5"}, {"V", "300"}, {"top_k", "20"}, {"top_p", "0.9"}};
     if (r->op == "dsa_indexer") shape = {{"B", "6"}, {"L", "70"}, {"H", "2"}, {"D", "8"}, {"topk", "16"}};
+    if (r->op == "kpool_indexer") shape = {{"B", "6"}, {"L", "90"}, {"H", "2"}, {"D", "8"}, {"topk", "4"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;
