@@ -115,7 +115,8 @@ std::shared_ptr<const RowScores> scores_of(const DsaIndexerParams& p, const std:
 std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std::vector<int64_t>& ctx,
                                            const std::vector<double>& q, const std::vector<double>& k,
                                            const std::vector<double>& w, const std::vector<double>& ref_ids,
-                                           const std::vector<double>& ids, const std::vector<double>& scores, double u) {
+                                           const std::vector<double>& ids, const std::vector<double>& scores, double u,
+                                           double u_in) {
   const std::vector<int64_t> ties = identical_rows(k, p.L, p.D);
   const double terms = static_cast<double>(p.D + p.H + 3);
   int64_t misses = 0, wide = 0, tie_rows = 0, invalid = 0;
@@ -129,7 +130,7 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
     const std::vector<double>& s = all.s[static_cast<size_t>(b)];
     const std::vector<double>& mag = all.mag[static_cast<size_t>(b)];
     std::vector<double> tol(mag.size());
-    for (size_t i = 0; i < mag.size(); ++i) tol[i] = terms * u * mag[i];
+    for (size_t i = 0; i < mag.size(); ++i) tol[i] = (terms * u + 2.0 * u_in) * mag[i];
     ref.clear();
     for (int64_t j = 0; j < kk; ++j) ref.push_back(static_cast<int64_t>(ref_ids[static_cast<size_t>(b * p.topk + j)]));
     if (!row_ids(ids.data() + b * p.topk, p.topk, n, p.L, cand, why)) ++invalid;
@@ -154,15 +155,15 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
   const double B = static_cast<double>(p.B), nan = std::numeric_limits<double>::quiet_NaN();
   return {
       {"misses_wide", static_cast<double>(wide), 0.0, false, 0.0,
-       fmt::format("keys selected or left out that no score error within (D + H + 3) u A explains, u = 2^{:.1f}; {} "
-                   "misses in all, the farthest {:.3g} bounds past", std::log2(u), misses, widest)},
+       fmt::format("keys selected or left out that no score error within ((D + H + 3) u + 2 u_in) A explains, u = "
+                   "2^{:.1f}, u_in = {:.3g}; {} misses in all, the farthest {:.3g} bounds past", std::log2(u), u_in, misses, widest)},
       {"tie_breaks", static_cast<double>(tie_rows), 0.0, false, 0.0,
        "rows selecting key j over a visible i < j with an identical key row (the tie rule: lower index)"},
       {"invalid_ids", static_cast<double>(invalid), 0.0, false, 0.0,
        fmt::format("rows whose ids are not distinct keys in [0, ctx) and topk - min(topk, ctx) sentinels -1 "
                    "({} out of range, {} future, {} rows with duplicates, {} with a wrong sentinel count)",
                    why.out_of_range, why.future, why.duplicate, why.sentinels)},
-      {"score_err", score_err, 2.0 * terms * u, true, 16.0 * u,
+      {"score_err", score_err, 2.0 * (terms * u + 2.0 * u_in), true, 16.0 * u,
        "max |score - I| / A over the valid slots, I in double, A = (H D)^-0.5 sum_h |w_h| sum_d |q k| of the key"},
       {"recall", recall / B, nan, false, 0.0, "mean over the rows of |C n R| / |R|"},
       {"jaccard", jaccard / B, nan, false, 0.0, "mean over the rows of |C n R| / |C u R|"},
@@ -170,12 +171,13 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
   };
 }
 
-double indexer_unit_roundoff(const CandidateInfo& cand, DType stored) {
-  const FormatInfo& st = info(info(cand.state_dtype).is_float ? cand.state_dtype : DType::f32);
-  double u = std::ldexp(1.0, -st.precision);
+double indexer_unit_roundoff(const CandidateInfo& cand) {
+  return std::ldexp(1.0, -info(info(cand.state_dtype).is_float ? cand.state_dtype : DType::f32).precision);
+}
+
+double indexer_input_roundoff(const CandidateInfo& cand, DType stored) {
   const FormatInfo& in = info(cand.input_dtype);
-  if (in.is_float && in.precision < info(stored).precision) u += 2.0 * std::ldexp(1.0, -in.precision);
-  return u;
+  return in.is_float && in.precision < info(stored).precision ? std::ldexp(1.0, -in.precision) : 0.0;
 }
 
 namespace {
@@ -243,7 +245,7 @@ std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& cand, const T
                                const TensorMap& out) {
   return dsa_indexer_measure(dsa_indexer_params(c), ints(in.at("ctx")), read(in.at("q")), read(in.at("k")), read(in.at("w")),
                              ref.at("indices"), read(out.at("indices")), read(out.at("scores")),
-                             indexer_unit_roundoff(cand, c.dtype()));
+                             indexer_unit_roundoff(cand), indexer_input_roundoff(cand, c.dtype()));
 }
 
 std::vector<std::string> one(const std::string& v) { return {v}; }

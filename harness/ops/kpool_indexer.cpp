@@ -274,7 +274,7 @@ Certification certify(const Case& c, const TensorMap& in, Tier tier) {
 std::vector<OpMeasure> measure(const Case& c, const CandidateInfo& cand, const TensorMap& in, const RefOutputs& ref,
                                const TensorMap& out) {
   return kpool_indexer_measure(kpool_indexer_params(c), read_inputs(c, in), ref.at("indices"), read(out.at("indices")),
-                               indexer_unit_roundoff(cand, c.dtype()));
+                               indexer_unit_roundoff(cand));
 }
 
 std::vector<CoverageAxis> coverage_axes() {

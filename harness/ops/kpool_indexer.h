@@ -7,7 +7,9 @@
 //
 //   A_p          D^-0.5 sum_h |w_h| sum_c |q_hc| sum_j alpha_jc |k_jc|: the scale of every rounding
 //                error in pool p's score
-//   t_p          (D + H + 24) u A_p, u the candidate's unit roundoff term (indexer_unit_roundoff):
+//   t_p          (D + H + 24) u A_p, u the unit roundoff of the candidate's state dtype (every
+//                candidate reads the inputs at their stored precision; a narrower read of the gate
+//                would move alpha by an absolute error this relative bound does not hold):
 //                the dot product, head sum and scaling (D + H + 2) and the softmax and pooling of a
 //                channel (about 20 roundings: an add, a subtract, exp, the sum, a divide, 4 products)
 //   misses_wide  pools in the symmetric difference of the candidate's and the reference's pool sets
