@@ -192,6 +192,8 @@ TEST(Regimes, EveryRegimeGeneratesFiniteInputsOfTheRightShape) {
     if (r->op == "sampler") shape = {{"B", "5"}, {"V", "300"}, {"top_k", "20"}, {"top_p", "0.9"}};
     if (r->op == "decode_layer")
       shape = {{"T", "3"}, {"B", "2"}, {"D", "24"}, {"H", "2"}, {"K", "8"}, {"E", "4"}, {"k", "2"}, {"I", "16"}};
+    if (r->op == "dsa_indexer") shape = {{"B", "6"}, {"L", "70"}, {"H", "2"}, {"D", "8"}, {"topk", "16"}};
+    if (r->op == "kpool_indexer") shape = {{"B", "6"}, {"L", "90"}, {"H", "2"}, {"D", "8"}, {"topk", "4"}};
     shape["regime"] = r->name;
     Case c = make_case(r->op, shape);
     TensorMap in;

@@ -221,7 +221,7 @@ TEST(Exec, SpecsAreChecked) {
   EXPECT_THAT(register_error("=cmd {in} {out}"), HasSubstr("the candidate name before '=' is empty"));
   EXPECT_THAT(register_error("kda exec=cmd {in} {out}"), HasSubstr("names are letters, digits"));
   EXPECT_THAT(register_error("attn_exec_x_f32=cmd {in} {out}"),
-              HasSubstr("the name must start with its op and '_', as in kda_exec_numpy_f32 (ops: add_rmsnorm, attention_decode, causal_conv1d, decode_layer, gemm, gemm_fp8_block, kda, kda_decode, kda_decode_fused, mhc, mla_decode, moe_combine, moe_router, rmsnorm, rmsnorm_gated, rope, sampler, swiglu)"));
+              HasSubstr("the name must start with its op and '_', as in kda_exec_numpy_f32 (ops: add_rmsnorm, attention_decode, causal_conv1d, decode_layer, dsa_indexer, gemm, gemm_fp8_block, kda, kda_decode, kda_decode_fused, kpool_indexer, mhc, mla_decode, moe_combine, moe_router, rmsnorm, rmsnorm_gated, rope, sampler, swiglu)"));
   EXPECT_THAT(register_error("kda_exec_x_f32=cmd {in}"), HasSubstr("the command must contain {in} and {out}"));
   EXPECT_THAT(register_error("kda_cpu_recurrent_f32=cmd {in} {out}"),
               HasSubstr("a candidate of that name is already registered (backend cpu)"));
