@@ -71,7 +71,9 @@ DG_REGISTER_SUITE(layer_smoke,
 // patch on the cases of its own op; `verify --suite layer-gate` runs every op's kernels.
 // Then the whole layer composed (decode_layer, kind=linear): a reduced layer over 4 steps, and the
 // production attention (hidden 4096, 64 heads of 128) with 16 of the 288 experts over 2 steps (the
-// stored experts of 288 would be 14 GiB).
+// stored experts of 288 would be 14 GiB); and an MLA layer (kind=mla) at GLM-5.3-Flash's NoPE
+// geometry (q_lora 1536, kv_lora 512, nope 256, v 256; 8 of the 64 heads, hidden 1024) over 2 steps
+// after 128 cached tokens.
 DG_REGISTER_SUITE(layer_gate,
                   Suite{"layer-gate",
                         "one GLM-5.3-Flash decode step at production shapes, every op of the layer, 16 tokens (f64 reference)",
@@ -94,6 +96,7 @@ DG_REGISTER_SUITE(layer_gate,
                             "rmsnorm(N=16,D=4096,regime=hidden,dtype=bf16,seed=0)",
                             "decode_layer(kind=linear,T=4,B=4,D=1024,H=8,K=128,E=32,k=8,I=512,regime=glm_flash,dtype=bf16,seed=0)",
                             "decode_layer(kind=linear,T=2,B=2,D=4096,H=64,K=128,E=16,k=8,I=2048,regime=massive_residual,dtype=bf16,seed=0)",
+                            "decode_layer(kind=mla,T=2,B=2,D=1024,H=8,K=64,E=16,k=8,I=512,ctx=128,regime=glm_flash,dtype=bf16,seed=0)",
                         },
                         "f64"});
 

@@ -1,12 +1,13 @@
-// CPU candidates of decode_layer (harness/ops/decode_layer.cpp), kind=linear, f32 values between the
-// ops:
+// CPU candidates of decode_layer (harness/ops/decode_layer.cpp), f32 values between the ops (the
+// chains also run kind=mla: rmsnorm, gemm and mla_decode's candidates against the latent pool):
 //   decode_layer_cpu_chain_f32    the policy's naive: the registered naive CPU candidates of each op
 //                                 called in the layer's order (rmsnorm, gemm, kda_decode_fused,
 //                                 add_rmsnorm, moe_router, swiglu, moe_combine), the residual adds in f32
 //   decode_layer_cpu_blocked_f32  the same chain on the optimized CPU kernels: the blocked norms and
-//                                 GEMMs (a GPU block's reduction order, FMA) and the grouped router
+//                                 GEMMs (a GPU block's reduction order, FMA), the grouped router, the
+//                                 packed split-KV mla_decode
 //   decode_layer_cpu_fused_f32    one kernel per token: every op's math written out here in f32 (FMA
-//                                 dot products), no call to another candidate
+//                                 dot products), no call to another candidate; kind=linear only
 // Each op's candidate runs on its own case (decode_layer_ops: dtype f32, so no op rounds the residual
 // stream) and reads its inputs as they come: the stored bf16 weights, the f32 values of the op before.
 #include "candidates/cpu/decode_layer.h"
@@ -130,18 +131,66 @@ Tensor attention(const Chain& ch, const DecodeLayerParams& p, const TensorMap& i
   return kout.at("o");
 }
 
+// Columns [c0, c0 + w) of row group h of [B, G*w]-shaped m, as [B, w].
+Tensor head(const Tensor& m, int64_t h, int64_t w) { return columns(m, h * w, w, {m.shape()[0], w}); }
+
+// The MLA block on a [B, D]: q_a, q_norm, q_b; kv_a, kv_norm, the row appended to the pool at row
+// ctx of each sequence's page; W_UK absorbed per head; mla_decode's candidate; W_UV per head; o_proj.
+Tensor mla_attention(const Chain& ch, const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, const Tensor& a) {
+  const int64_t B = p.B, H = p.H, dc = p.dc;
+  need(out, "latent", "decode_layer");
+  Tensor& pool = out.at("latent");
+  if (pool.dtype() != DType::f32 || pool.rank() != 3 || pool.dim(0) != B + 1 || pool.dim(2) != dc || pool.dim(1) <= p.ctx)
+    throw std::invalid_argument("decode_layer: the latent pool must be f32 [B+1, > ctx, dc]");
+  const int64_t page = pool.dim(1);
+  const Tensor cq = call(ch.norm, ops::norm_width(p, B, p.ql, "f32"), {{"x", gemm(ch, a, in.at("w_qa"))}, {"weight", in.at("q_norm")}},
+                         "y", B, p.ql);
+  const Tensor q = gemm(ch, cq, in.at("w_qb"));
+  Tensor ckv = gemm(ch, a, in.at("w_kva"));
+  if (!ch.mla_no_kv_norm) ckv = call(ch.norm, ops::norm_width(p, B, dc, "f32"), {{"x", ckv}, {"weight", in.at("kv_norm")}}, "y", B, dc);
+  const std::vector<int64_t> slots = kda_cpu::state_slots(in, B, B + 1);
+  for (int64_t sl : slots)
+    if (sl < 0) throw std::invalid_argument("decode_layer: kind=mla has no padding slots");
+  auto append = [&] {
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(pool.data<float>() + (slots[size_t(b)] * page + p.ctx) * dc, ckv.data<float>() + b * dc, size_t(dc) * 4);
+  };
+  if (!ch.mla_append_after) append();
+  Tensor qt = f32({B, H, dc}), table(DType::i32, {B, 1}), lens(DType::i32, {B});
+  for (int64_t h = 0; h < H; ++h) {
+    const Tensor qh = gemm(ch, head(q, h, p.dn), mla_w_uk_t(p, in.at("w_kvb"), h, ch.mla_uk_untransposed));
+    for (int64_t b = 0; b < B; ++b) std::memcpy(qt.data<float>() + (b * H + h) * dc, qh.data<float>() + b * dc, size_t(dc) * 4);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    table.data<int32_t>()[b] = static_cast<int32_t>(slots[size_t(b)]);
+    lens.data<int32_t>()[b] = static_cast<int32_t>(p.ctx + 1);
+  }
+  const float scale = ch.mla_latent_scale ? static_cast<float>(1.0 / std::sqrt(double(dc))) : p.mla_scale();
+  TensorMap mout = {{"o", f32({B, H, dc})}, {"lse", f32({B, H})}};
+  require_candidate(ch.mla).run(ops::mla(p, p.ctx + 1, page, scale, "f32"), {{"q", qt}, {"latent", pool}, {"page_table", table}, {"seqlens", lens}},
+                                mout);
+  if (ch.mla_append_after) append();
+  Tensor heads = f32({B, H * p.dv});
+  Tensor ot = f32({B, H * dc});   // o~ [B, H, dc] as rows of heads
+  std::memcpy(ot.bytes(), mout.at("o").bytes(), ot.nbytes());
+  for (int64_t h = 0; h < H; ++h) {
+    const Tensor oh = gemm(ch, head(ot, h, dc), mla_w_uv(p, in.at("w_kvb"), h));
+    for (int64_t b = 0; b < B; ++b) std::memcpy(heads.data<float>() + (b * H + h) * p.dv, oh.data<float>() + b * p.dv, size_t(p.dv) * 4);
+  }
+  return gemm(ch, heads, in.at("w_o"));
+}
+
 }  // namespace
 
 void step(const Chain& ch, const Case& c, const TensorMap& in, TensorMap& out) {
   const DecodeLayerParams p = decode_layer_params(c);
-  if (p.kind != "linear") throw NotSupported("decode_layer: this candidate implements kind=linear only");
+  if (p.kind != "linear" && p.kind != "mla") throw NotSupported("decode_layer: this candidate implements kind=linear and kind=mla");
   if (p.T != 1) throw std::invalid_argument("decode_layer: a step takes one token per sequence (T=1)");
   const int64_t B = p.B, D = p.D;
   Tensor x = f32({B, D});
   load_row(need(in, "x", "decode_layer"), 0, B * D, x.data<float>());
   const Tensor a = call(ch.norm, ops::norm(p, B, false, "f32"), {{"x", x}, {"weight", in.at("in_norm")}}, "y", B, D);
-  const Tensor o = attention(ch, p, in, out, gemm(ch, a, in.at("w_in")));
-  Tensor att = gemm(ch, o, in.at("w_o"));
+  Tensor att = p.kind == "mla" ? mla_attention(ch, p, in, out, a) : gemm(ch, attention(ch, p, in, out, gemm(ch, a, in.at("w_in"))), in.at("w_o"));
   TensorMap nout = {{"y", f32({B, D})}, {"residual_out", f32({B, D})}};
   const Tensor zero = f32({B, D});
   const Case add = ops::norm(p, B, true, "f32");
@@ -169,6 +218,7 @@ Chain blocked() {
   ch.add_norm = "add_rmsnorm_cpu_blocked_f32";
   ch.gemm = "gemm_cpu_blocked_f32";
   ch.router = "moe_router_cpu_grouped_f32";
+  ch.mla = "mla_decode_cpu_packed_f32";
   return ch;
 }
 

@@ -12,9 +12,16 @@
 //   mutant_bf16_state           the KDA state stored in bf16 between steps (the state that drifts)
 //   mutant_bf16_router_logits   the router GEMM's logits rounded to bf16 (vLLM's Kimi gate runs in the
 //                               model dtype; GLM's is an f32 nn.Linear): weights off by 2^-9, near-ties flip
+//   mutant_mla_latent_scale     kind=mla: the softmax scaled by dc^-0.5 (1/sqrt(512), the latent's width)
+//                               instead of dn^-0.5 (1/16, the expanded head's)
+//   mutant_mla_append_after     kind=mla: the token's latent row written after its attention: the step
+//                               reads the slot's stale row (zeros) in place of its own
+//   mutant_mla_no_kv_norm       kind=mla: kv_a's output cached and attended without kv_a_layernorm
+//   mutant_mla_uk_untransposed  kind=mla: W_UK,h's [dn, dc] block read as a [dc, dn] matrix (a view
+//                               where the absorption needs its transpose)
 // Equivalent rewrites that must merge:
 //   equivalent_blocked_kernels  the chain on the optimized CPU kernels (blocked norms and GEMMs, the
-//                               grouped router)
+//                               grouped router, the packed split-KV mla_decode)
 //   equivalent_per_token_experts the routed experts run token by token instead of grouped by expert
 //   equivalent_f64_residual     the residual adds in double, rounded once to f32
 #include <string>
@@ -48,6 +55,13 @@ const Add res16("mutant", "bf16_residual", "the residual stream rounded to bf16 
 const Add state16("mutant", "bf16_state", "the KDA state stored in bf16 between steps", {.bf16_state = true});
 const Add router16("mutant", "bf16_router_logits", "the router GEMM's logits rounded to bf16 (GLM's gate is f32)",
                    {.bf16_router = true});
+const Add mla_scale("mutant", "mla_latent_scale", "kind=mla: softmax scale dc^-0.5 instead of dn^-0.5 (1/16)",
+                    {.mla_latent_scale = true});
+const Add mla_after("mutant", "mla_append_after", "kind=mla: the token's latent row written after its attention",
+                    {.mla_append_after = true});
+const Add mla_norm("mutant", "mla_no_kv_norm", "kind=mla: the latent cached without kv_a_layernorm", {.mla_no_kv_norm = true});
+const Add mla_uk("mutant", "mla_uk_untransposed", "kind=mla: W_UK,h read as [dc, dn] without its transpose",
+                 {.mla_uk_untransposed = true});
 const Add eq_blocked("equivalent", "blocked_kernels", "the chain on the optimized CPU kernels", decode_layer_cpu::blocked());
 const Add eq_tokens("equivalent", "per_token_experts", "the routed experts run token by token", {.per_token_experts = true});
 const Add eq_f64("equivalent", "f64_residual", "the residual adds in double, rounded once to f32", {.f64_residual = true});

@@ -23,12 +23,19 @@
 // kda_decode_fused's: the KDA state ("state", the candidate's state dtype) and the conv states
 // ("conv_q", "conv_k", "conv_v", f32), sequence b in slot kda_decode_slot(b, B).
 //
-// kind=mla (the seam): an MLA layer's step is the same outside the attention: the in-projection
-// becomes the MLA projections (q_a, the q LoRA norm, q_b; kv_a, the latent norm), kda_decode_fused
-// becomes mla_decode against a latent cache of the context (an input, as the KDA state is), W_o the
-// per-head W_UV then o_proj; a reference mla_ref beside linear_ref composes mla_decode's OpSpec
-// reference the same way, and the chain candidates call mla_decode's CPU candidate. Until that op
-// is in the build, kind=mla is refused with InputError (validate).
+// kind=mla, the NoPE-MLA layer (section 1.3; GLM-5.3-Flash: ql 1536, dc 512, dn 256, dv 256, no
+// rope), per step and token; the MoE half (ffn_half, moe) is the linear layer's:
+//   a     = rmsnorm(x, in_norm)
+//   c_q   = rmsnorm(a W_qa^T, q_norm);  q = c_q W_qb^T             [H, dn]
+//   c_kv  = rmsnorm(a W_kva^T, kv_norm)                          appended to the latent cache first
+//   q~_h  = W_UK,h^T q_h                                         the absorption (gemm per head)
+//   o~    = mla_decode(q~, the cache's ctx + t + 1 rows)         scale dn^-0.5 (1/16), dense
+//   att   = [W_UV,h o~_h]_h W_o^T                                then ffn_half as above
+// with W_UK,h and W_UV,h the rows [dn | dv] of head h of kv_b_proj (w_kvb). The cache before the
+// first step is the input kv0 [B,ctx,dc]; the output "latent" [B,ctx+T,dc] is the cache after T
+// steps. mla_ref composes the references as linear_ref does; the driver carries the cache in an f32
+// pool [B+1, ctx+T, dc] (sequence b in page kda_decode_slot(b, B), a spare page), step t's case
+// having T=1 and ctx = ctx+t (the rows already cached).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,13 +65,45 @@ DecodeLayerParams decode_layer_params(const Case& c) {
   p.limit = c.real("limit");
   p.eps = c.real("eps");
   p.dtype = c.dtype();
+  p.ql = c.integer("ql");
+  p.dc = c.integer("dc");
+  p.dn = c.integer("dn");
+  p.dv = c.integer("dv");
+  p.ctx = c.integer("ctx");
   return p;
+}
+
+float DecodeLayerParams::mla_scale() const { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dn))); }
+
+Tensor mla_w_uk_t(const DecodeLayerParams& p, const Tensor& w_kvb, int64_t h, bool untransposed) {
+  Tensor t(w_kvb.dtype(), {p.dc, p.dn});
+  const int64_t r0 = h * p.kvb_rows() * p.dc;
+  for (int64_t i = 0; i < p.dn; ++i)
+    for (int64_t j = 0; j < p.dc; ++j) {
+      const double v = w_kvb.get(r0 + i * p.dc + j);
+      if (untransposed) t.set(i * p.dc + j, v);
+      else t.set(j * p.dn + i, v);
+    }
+  return t;
+}
+Tensor mla_w_uv(const DecodeLayerParams& p, const Tensor& w_kvb, int64_t h) {
+  Tensor t(w_kvb.dtype(), {p.dv, p.dc});
+  const int64_t r0 = (h * p.kvb_rows() + p.dn) * p.dc;
+  for (int64_t i = 0; i < p.dv * p.dc; ++i) t.set(i, w_kvb.get(r0 + i));
+  return t;
 }
 
 namespace decode_layer_ops {
 Case norm(const DecodeLayerParams& p, int64_t rows, bool add, const char* dtype) {
   return parse_case(fmt::format("{}(N={},D={},eps={},regime=hidden,dtype={},seed=0)", add ? "add_rmsnorm" : "rmsnorm", rows,
                                 p.D, p.eps, dtype));
+}
+Case norm_width(const DecodeLayerParams& p, int64_t rows, int64_t width, const char* dtype) {
+  return parse_case(fmt::format("rmsnorm(N={},D={},eps={},regime=hidden,dtype={},seed=0)", rows, width, p.eps, dtype));
+}
+Case mla(const DecodeLayerParams& p, int64_t len, int64_t page, float scale, const char* dtype) {
+  return parse_case(fmt::format("mla_decode(B={},n_h={},d_c={},rope=0,page={},split=1,ctx={},scale={:.9g},regime=typical,dtype={},seed=0)",
+                                p.B, p.H, p.dc, page, len, scale, dtype));
 }
 Case gemm(int64_t M, int64_t N, int64_t K, const char* dtype) {
   return parse_case(fmt::format("gemm(M={},N={},K={},regime=activations,dtype={},seed=0)", M, N, K, dtype));
@@ -207,15 +246,113 @@ RefOutputs linear_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max
   return out;
 }
 
-// The reference of a case's kind: kind=mla adds mla_ref here (validate refuses it until then).
-RefOutputs layer_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) {
-  if (c.text("kind") != "linear") throw InputError("decode_layer: no reference for kind=" + c.text("kind"));
-  return linear_ref(c, in, tier, max_tokens);
+// Columns [c0, c0 + w) of the rows of step t (rows b * Tc + t) of an [N, cols] matrix, as [B, w].
+Values step_rows(const Values& m, int64_t B, int64_t Tc, int64_t t, int64_t cols, int64_t c0, int64_t w) {
+  Values out(static_cast<size_t>(B * w));
+  for (int64_t b = 0; b < B; ++b) std::copy_n(m.begin() + (b * Tc + t) * cols + c0, w, out.begin() + b * w);
+  return out;
+}
+
+// The absorbed attention of the N = B * Tc tokens: q~_h = W_UK,h^T q_nope,h; mla_decode step by step
+// over the latent cache (kv0's ctx rows, then every step's c_kv appended before its attention);
+// o_h = W_UV,h o~_h. Returns the heads' outputs [N, H*dv] and the cache [B, cap, dc] (rows past the
+// last step's zero).
+std::pair<Values, Values> mla_attention(const DecodeLayerParams& p, const Composer& cx, const TensorMap& in, const Values& q,
+                                        const Values& ckv, int64_t Tc) {
+  const int64_t B = p.B, H = p.H, N = B * Tc, dc = p.dc, cap = p.cap();
+  Values qt(static_cast<size_t>(N * H * dc));   // [N, H, dc]
+  for (int64_t h = 0; h < H; ++h) {
+    const Values qh = cx.gemm(columns(q, N, H * p.dn, h * p.dn, p.dn), N, mla_w_uk_t(p, in.at("w_kvb"), h));
+    for (int64_t n = 0; n < N; ++n) std::copy_n(qh.begin() + n * dc, dc, qt.begin() + (n * H + h) * dc);
+  }
+  Values cache(static_cast<size_t>((B + 1) * cap * dc), 0.0);   // page b: sequence b; a spare page
+  for (int64_t b = 0; b < B; ++b) {
+    Values kv0(static_cast<size_t>(p.ctx * dc));
+    in.at("kv0").read(b * p.ctx * dc, kv0);
+    std::copy(kv0.begin(), kv0.end(), cache.begin() + b * cap * dc);
+    for (int64_t t = 0; t < Tc; ++t) std::copy_n(ckv.begin() + (b * Tc + t) * dc, dc, cache.begin() + (b * cap + p.ctx + t) * dc);
+  }
+  Tensor table(DType::i32, {B, 1});
+  for (int64_t b = 0; b < B; ++b) table.data<int32_t>()[b] = static_cast<int32_t>(b);
+  Values ot(qt.size());
+  for (int64_t t = 0; t < Tc; ++t) {
+    const int64_t len = p.ctx + t + 1;
+    Tensor lens(DType::i32, {B});
+    for (int64_t b = 0; b < B; ++b) lens.data<int32_t>()[b] = static_cast<int32_t>(len);
+    const Values o = cx.run("mla_decode", ops::mla(p, len, cap, p.mla_scale(), "f64"),
+                            {{"q", f64_tensor({B, H, dc}, step_rows(qt, B, Tc, t, H * dc, 0, H * dc))},
+                             {"latent", f64_tensor({B + 1, cap, dc}, cache)}, {"page_table", table}, {"seqlens", lens}})
+                         .at("o");
+    for (int64_t b = 0; b < B; ++b) std::copy_n(o.begin() + b * H * dc, H * dc, ot.begin() + (b * Tc + t) * H * dc);
+  }
+  Values heads(static_cast<size_t>(N * H * p.dv));
+  for (int64_t h = 0; h < H; ++h) {
+    const Values oh = cx.gemm(columns(ot, N, H * dc, h * dc, dc), N, mla_w_uv(p, in.at("w_kvb"), h));
+    for (int64_t n = 0; n < N; ++n) std::copy_n(oh.begin() + n * p.dv, p.dv, heads.begin() + (n * H + h) * p.dv);
+  }
+  cache.resize(static_cast<size_t>(B * cap * dc));
+  return {std::move(heads), std::move(cache)};
+}
+
+// The MLA layer on the first Tc steps, as linear_ref: rmsnorm; q_a, q_norm, q_b; kv_a, kv_norm; the
+// absorbed attention; o_proj; ffn_half. A cut case's y past Tc and its cache are NaN.
+RefOutputs mla_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens, bool nudge = false) {
+  const DecodeLayerParams p = decode_layer_params(c);
+  const Composer cx{tier, nudge};
+  const int64_t B = p.B, T = p.T, Tc = max_tokens >= 0 ? std::min(max_tokens, T) : T, N = B * Tc, D = p.D;
+  const Tensor x = f64_tensor({N, D}, values_of(Tc == T ? in.at("x") : leading_slice(in.at("x"), 1, Tc)));
+  const Values a = cx.run("rmsnorm", ops::norm(p, N, false, "f64"), {{"x", x}, {"weight", in.at("in_norm")}}).at("y");
+  const Values cq = cx.run("rmsnorm", ops::norm_width(p, N, p.ql, "f64"),
+                           {{"x", f64_tensor({N, p.ql}, cx.gemm(a, N, in.at("w_qa")))}, {"weight", in.at("q_norm")}})
+                        .at("y");
+  const Values ckv = cx.run("rmsnorm", ops::norm_width(p, N, p.dc, "f64"),
+                            {{"x", f64_tensor({N, p.dc}, cx.gemm(a, N, in.at("w_kva")))}, {"weight", in.at("kv_norm")}})
+                         .at("y");
+  auto [heads, cache] = mla_attention(p, cx, in, cx.gemm(cq, N, in.at("w_qb")), ckv, Tc);
+  Values y = ffn_half(p, cx, in, x, cx.gemm(heads, N, in.at("w_o")), N);
+  RefOutputs out;
+  if (Tc == T) {
+    out["y"] = std::move(y);
+    out["latent"] = std::move(cache);
+    return out;
+  }
+  Values yc(static_cast<size_t>(B * T * D), NAN);
+  for (int64_t b = 0; b < B; ++b) std::copy_n(y.begin() + b * Tc * D, Tc * D, yc.begin() + b * T * D);
+  out["y"] = std::move(yc);
+  out["latent"] = Values(cache.size(), NAN);
+  return out;
+}
+
+RefOutputs kind_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens, bool nudge = false) {
+  return c.text("kind") == "mla" ? mla_ref(c, in, tier, max_tokens, nudge) : linear_ref(c, in, tier, max_tokens, nudge);
+}
+
+// The reference of a case's kind.
+RefOutputs layer_ref(const Case& c, const TensorMap& in, Tier tier, int64_t max_tokens) { return kind_ref(c, in, tier, max_tokens); }
+
+// The MoE half's weights (every kind) and the hidden states.
+std::map<std::string, InputSpec> shared_inputs(const DecodeLayerParams& p) {
+  const DType dt = p.dtype, f32 = DType::f32;
+  return {{"x", {dt, {p.B, p.T, p.D}}},         {"in_norm", {dt, {p.D}}},           {"post_norm", {dt, {p.D}}},
+          {"w_router", {f32, {p.E, p.D}}},      {"router_bias", {f32, {p.E}}},      {"w_gu", {dt, {p.E, 2 * p.I, p.D}}},
+          {"w_down", {dt, {p.E, p.D, p.I}}},    {"ws_gu", {dt, {2 * p.I, p.D}}},    {"ws_down", {dt, {p.D, p.I}}}};
 }
 
 std::map<std::string, InputSpec> layer_inputs(const Case& c) {
   const DecodeLayerParams p = decode_layer_params(c);
   const DType dt = p.dtype, f32 = DType::f32;
+  if (p.kind == "mla") {
+    std::map<std::string, InputSpec> in = shared_inputs(p);
+    in.insert({{"w_qa", {dt, {p.ql, p.D}}},
+               {"q_norm", {dt, {p.ql}}},
+               {"w_qb", {dt, {p.H * p.dn, p.ql}}},
+               {"w_kva", {dt, {p.dc, p.D}}},
+               {"kv_norm", {dt, {p.dc}}},
+               {"w_kvb", {dt, {p.H * p.kvb_rows(), p.dc}}},
+               {"w_o", {dt, {p.D, p.H * p.dv}}},
+               {"kv0", {dt, {p.B, p.ctx, p.dc}}}});
+    return in;
+  }
   const int64_t HK = p.HK(), S = p.W - 1;
   return {{"x", {dt, {p.B, p.T, p.D}}},          {"in_norm", {dt, {p.D}}},
           {"w_in", {dt, {p.n_in(), p.D}}},        {"wq", {f32, {HK, p.W}}},
@@ -235,11 +372,18 @@ void layer_validate(const Case& c) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw InputError("decode_layer: " + what);
   };
-  if (p.kind == "mla")
-    throw InputError("decode_layer: kind=mla composes the op mla_decode, which this build does not have; kind=linear is the KDA layer");
-  need(p.kind == "linear", fmt::format("kind must be linear or mla, got '{}'", p.kind));
+  need(p.kind == "linear" || p.kind == "mla", fmt::format("kind must be linear or mla, got '{}'", p.kind));
   need(p.B >= 1 && p.T >= 1, fmt::format("B and T must be >= 1, got B={} T={}", p.B, p.T));
   need(p.D >= 1 && p.H >= 1 && p.I >= 1, fmt::format("D, H and I must be >= 1, got D={} H={} I={}", p.D, p.H, p.I));
+  if (p.kind == "mla") {
+    need(p.H <= 128, fmt::format("kind=mla: H (query heads) must be at most 128, got {}", p.H));
+    need(p.ql >= 1 && p.dn >= 1 && p.dv >= 1, fmt::format("kind=mla: ql, dn and dv must be >= 1, got ql={} dn={} dv={}", p.ql, p.dn, p.dv));
+    need(p.dc >= 1 && p.dc <= 1024, fmt::format("kind=mla: dc must be in [1, 1024], got {}", p.dc));
+    need(p.ctx >= 0 && p.ctx <= (int64_t{1} << 20), fmt::format("kind=mla: ctx must be in [0, 2^20], got {}", p.ctx));
+    checked_product("decode_layer: B*(ctx+T)*dc", {p.B + 1, p.cap(), p.dc});
+    checked_product("decode_layer: H*(dn+dv)*dc", {p.H, p.kvb_rows(), p.dc});
+    checked_product("decode_layer: H*dn*ql", {p.H, p.dn, p.ql});
+  }
   need(p.K >= 1 && p.K <= 256, fmt::format("K must be in [1, 256], got {}", p.K));
   need(p.W >= 1 && p.W <= 8, fmt::format("W must be in [1, 8], got {}", p.W));
   need(p.E >= 1 && p.topk >= 1 && p.topk <= p.E, fmt::format("need 1 <= k <= E, got k={} E={}", p.topk, p.E));
@@ -268,7 +412,46 @@ void to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
   }
 }
 
+// Each step's y [B,1,D] into row t of y [B,T,D].
+void store_step(const DecodeLayerParams& p, const Tensor& step_y, Tensor& y, int64_t t) {
+  const size_t row = static_cast<size_t>(p.D) * static_cast<size_t>(info(y.dtype()).storage_bytes);
+  for (int64_t b = 0; b < p.B; ++b)
+    std::memcpy(y.bytes() + static_cast<size_t>(b * p.T + t) * row, step_y.bytes() + static_cast<size_t>(b) * row, row);
+}
+
+Tensor slot_indices(int64_t B) {
+  Tensor indices(DType::i64, {B});
+  for (int64_t b = 0; b < B; ++b) indices.data<int64_t>()[b] = kda_decode_slot(b, B);
+  return indices;
+}
+
+// kind=mla: the latent pool "latent" (f32 [B+1, ctx+T, dc], sequence b's rows in page
+// kda_decode_slot(b, B), a spare page) lives in the candidate between steps; step t's case has
+// T=1 and ctx = ctx+t (the rows already cached), and the candidate appends its token's row.
+void mla_drive(const Candidate& cand, const Case& c, const TensorMap& in, TensorMap& out) {
+  const DecodeLayerParams p = decode_layer_params(c);
+  const int64_t cap = p.cap(), dc = p.dc;
+  Tensor pool(DType::f32, {p.B + 1, cap, dc});
+  std::vector<double> rows(static_cast<size_t>(p.ctx * dc));
+  for (int64_t b = 0; b < p.B; ++b) {
+    in.at("kv0").read(b * p.ctx * dc, rows);
+    pool.write(kda_decode_slot(b, p.B) * cap * dc, rows);
+  }
+  TensorMap step_in = in;
+  step_in.erase("x");
+  step_in.erase("kv0");
+  step_in["state_indices"] = slot_indices(p.B);
+  for (int64_t t = 0; t < p.T; ++t) {
+    step_in["x"] = token_slice(in.at("x"), t);
+    TensorMap step_out = {{"y", Tensor(out.at("y").dtype(), {p.B, 1, p.D})}, {"latent", pool}};
+    cand.run(c.with("T", "1").with("ctx", std::to_string(p.ctx + t)), step_in, step_out);
+    store_step(p, step_out.at("y"), out.at("y"), t);
+  }
+  to_slots(out.at("latent"), pool, p.B, false);
+}
+
 void layer_drive(const Candidate& cand, const Case& c, const TensorMap& in, TensorMap& out) {
+  if (c.text("kind") == "mla") return mla_drive(cand, c, in, out);
   const DecodeLayerParams p = decode_layer_params(c);
   Tensor& y = out.at("y");
   Tensor state(cand.info().state_dtype, out.at("ht").shape());
@@ -337,19 +520,30 @@ OpMeasure step_growth(const Case& c, const RefOutputs& ref, const TensorMap& out
   return m;
 }
 
+// The attention half's flops per token: the KDA layer's, or the MLA layer's at `len` cached rows.
+double attention_flops(const DecodeLayerParams& p, double len) {
+  const double D = double(p.D), HK = double(p.HK()), K = double(p.K), H = double(p.H);
+  if (p.kind == "mla") {
+    const double ql = double(p.ql), dc = double(p.dc), dn = double(p.dn), dv = double(p.dv);
+    const double proj = 2.0 * D * (ql + dc) + 2.0 * ql * H * dn + 2.0 * H * dn * dc + 2.0 * H * dc * dv + 2.0 * H * dv * D;
+    return proj + H * len * (4.0 * dc + 4) + 4.0 * (ql + dc);
+  }
+  const double kda = H * (8.0 * K * K) + 3.0 * HK * (2.0 * double(p.W) + 4) + 10.0 * HK;
+  return 2.0 * D * double(p.n_in()) + kda + 2.0 * D * HK;
+}
+
 double flops_per_token(const DecodeLayerParams& p) {
-  const double D = double(p.D), HK = double(p.HK()), K = double(p.K), I = double(p.I);
-  const double kda = double(p.H) * (8.0 * K * K) + 3.0 * HK * (2.0 * double(p.W) + 4) + 10.0 * HK;
+  const double D = double(p.D), I = double(p.I);
   const double experts = double(p.topk + 1) * (6.0 * D * I + 10.0 * I) + 2.0 * double(p.topk + 1) * D;
-  return 2.0 * D * double(p.n_in()) + kda + 2.0 * D * HK + 2.0 * D * double(p.E) + experts + 12.0 * D;
+  return attention_flops(p, double(p.ctx) + double(p.T + 1) / 2.0) + 2.0 * D * double(p.E) + experts + 12.0 * D;
 }
 
 std::vector<ParamSpec> layer_params() {
-  std::vector<ParamSpec> v = {{"kind", ParamKind::text, "linear", "linear (KDA layer) | mla (needs the op mla_decode: refused in this build)", true},
+  std::vector<ParamSpec> v = {{"kind", ParamKind::text, "linear", "linear (KDA layer) | mla (NoPE-MLA layer)", true},
       {"T", ParamKind::integer, "8", "decode steps", true},
       {"B", ParamKind::integer, "4", "sequences decoded together", true},
       {"D", ParamKind::integer, "256", "hidden size (GLM-5.3-Flash 4096)", true},
-      {"H", ParamKind::integer, "2", "KDA heads (GLM-5.3-Flash 64)", true},
+      {"H", ParamKind::integer, "2", "KDA heads, or MLA query heads (GLM-5.3-Flash 64 each)", true},
       {"K", ParamKind::integer, "64", "KDA head dim, K = V (128)", true},
       {"W", ParamKind::integer, "4", "short-conv width (1..8)"},
       {"E", ParamKind::integer, "8", "routed experts (288)", true},
@@ -357,7 +551,12 @@ std::vector<ParamSpec> layer_params() {
       {"I", ParamKind::integer, "128", "expert intermediate size, routed and shared (2048)", true},
       {"rsf", ParamKind::real, "2.5", "routed_scaling_factor, on the router's weights"},
       {"limit", ParamKind::real, "10", "swiglu_limit (0: no clamp)"},
-      {"eps", ParamKind::real, "1e-05", "of the RMSNorms (input, post-attention, KDA output)"},
+      {"eps", ParamKind::real, "1e-05", "of the RMSNorms (input, post-attention, KDA output; MLA q and kv norms)"},
+      {"ql", ParamKind::integer, "1536", "kind=mla: q_lora_rank (1536)"},
+      {"dc", ParamKind::integer, "512", "kind=mla: kv_lora_rank, the latent's width (512)"},
+      {"dn", ParamKind::integer, "256", "kind=mla: qk_nope_head_dim (256; the softmax scale is dn^-0.5, 1/16)"},
+      {"dv", ParamKind::integer, "256", "kind=mla: v_head_dim (256)"},
+      {"ctx", ParamKind::integer, "64", "kind=mla: latent rows cached per sequence before the first step"},
       {"regime", ParamKind::text, "glm_flash", "input regime (driftgate list regimes)", true},
       {"dtype", ParamKind::text, "bf16", "dtype of the stored hidden states and of the bf16 weights", true, {"bf16", "f32"}},
       {"seed", ParamKind::integer, "0", "RNG seed", true}};
@@ -378,7 +577,13 @@ std::vector<TensorSpec> layer_tensors() {
                {"w_router", TensorRole::input, "[E,D] f32 router gate"}, {"router_bias", TensorRole::input, "[E] f32 e_score_correction_bias"},
                {"w_gu", TensorRole::input, "[E,2I,D] routed experts' gate|up"}, {"w_down", TensorRole::input, "[E,D,I] routed experts' down"},
                {"ws_gu", TensorRole::input, "[2I,D] shared expert's gate|up"}, {"ws_down", TensorRole::input, "[D,I] shared expert's down"},
+               {"w_qa", TensorRole::input, "kind=mla: [ql,D] q_a_proj"}, {"q_norm", TensorRole::input, "kind=mla: [ql] q_a_layernorm weight"},
+               {"w_qb", TensorRole::input, "kind=mla: [H*dn,ql] q_b_proj"}, {"w_kva", TensorRole::input, "kind=mla: [dc,D] kv_a_proj (no rope part)"},
+               {"kv_norm", TensorRole::input, "kind=mla: [dc] kv_a_layernorm weight"},
+               {"w_kvb", TensorRole::input, "kind=mla: [H*(dn+dv),dc] kv_b_proj, per head [W_UK (dn rows) | W_UV (dv rows)]"},
+               {"kv0", TensorRole::input, "kind=mla: [B,ctx,dc] the latent cache (c_kv of earlier tokens)"},
                {"y", TensorRole::output, "[B,T,D] the hidden state leaving the layer (the new residual)"},
+               {"latent", TensorRole::output, "kind=mla: [B,ctx+T,dc] f32 the latent cache after T steps (kv0, then each step's c_kv)", DType::f32},
                {"ht", TensorRole::output, "[B,H,K,K] the KDA state after T steps (state dtype)"},
                {"conv_q", TensorRole::output, "[B,HK,W-1] f32"}, {"conv_k", TensorRole::output, "[B,HK,W-1] f32"},
                {"conv_v", TensorRole::output, "[B,HK,W-1] f32"}};
@@ -399,7 +604,7 @@ Certification layer_certify(const Case& c, const TensorMap& in, Tier tier) {
   cert.sample = (steps == p.T ? std::string("full case") : fmt::format("steps [0,{})", steps)) +
                 "; the worse of the tier above and the values passed between the references moved one double ULP";
   const int64_t cut = steps == p.T ? -1 : steps;
-  const RefOutputs lo = linear_ref(c, in, tier, cut), hi = linear_ref(c, in, *up, cut), alt = linear_ref(c, in, tier, cut, true);
+  const RefOutputs lo = kind_ref(c, in, tier, cut), hi = kind_ref(c, in, *up, cut), alt = kind_ref(c, in, tier, cut, true);
   cert.ref_bits = kAgreementCapBits;
   cert.ref_bits_max_elem = kAgreementCapBits;
   for (const auto& [name, values] : lo) {
@@ -417,15 +622,19 @@ OpSpec layer_spec() {
   s.name = "decode_layer";
   s.doc = "one GLM-5.3-Flash decoder layer at decode, composed from the op references: kind=linear is the KDA layer "
           "(rmsnorm, in-projection, kda_decode_fused, o-projection, add_rmsnorm, moe_router, SwiGLU experts + shared, "
-          "moe_combine, residual); T steps of B sequences carrying the KDA and conv states";
+          "moe_combine, residual); T steps of B sequences carrying the KDA and conv states; kind=mla the NoPE-MLA layer "
+          "(q_a, q_norm, q_b; kv_a, kv_norm; W_UK absorbed; mla_decode over the latent cache, each step's row appended; "
+          "W_UV, o_proj; the same MoE half), carrying the latent cache";
   s.params = layer_params();
   s.tensors = layer_tensors();
-  s.coverage = {{"B", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("B") > 1 ? ">1" : "1"}; }},
+  s.coverage = {{"kind", {"linear", "mla"}, [](const Case& c) { return std::vector<std::string>{c.text("kind")}; }},
+                {"B", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("B") > 1 ? ">1" : "1"}; }},
                 {"steps", {"1", ">1"}, [](const Case& c) { return std::vector<std::string>{c.integer("T") > 1 ? ">1" : "1"}; }}};
   s.validate = layer_validate;
   s.inputs = layer_inputs;
   s.output_shapes = [](const Case& c) -> std::map<std::string, std::vector<int64_t>> {
     const DecodeLayerParams p = decode_layer_params(c);
+    if (p.kind == "mla") return std::map<std::string, std::vector<int64_t>>{{"y", {p.B, p.T, p.D}}, {"latent", {p.B, p.cap(), p.dc}}};
     const std::vector<int64_t> conv = {p.B, p.HK(), p.W - 1};
     return {{"y", {p.B, p.T, p.D}}, {"ht", {p.B, p.H, p.K, p.K}}, {"conv_q", conv}, {"conv_k", conv}, {"conv_v", conv}};
   };
@@ -454,6 +663,14 @@ OpSpec layer_spec() {
     const DecodeLayerParams p = decode_layer_params(c);
     const double D = double(p.D), HK = double(p.HK()), in = st.input_bytes(p.dtype);
     const double experts = double(p.topk + 1) * 3.0 * double(p.I) * D;
+    if (p.kind == "mla") {   // the weights, x and y, and each step's read of every cached row and write of one
+      const double H = double(p.H), ql = double(p.ql), dc = double(p.dc);
+      const double mla = ql * D + ql + H * double(p.dn) * ql + dc * D + dc + H * double(p.kvb_rows()) * dc + D * H * double(p.dv);
+      const double weights = in * (mla + 2.0 * D + experts) + 4.0 * double(p.E) * D;
+      const double act = double(p.B * p.T) * D * (in + st.output_bytes(p.dtype));
+      const double cache = double(p.B) * dc * (double(p.T) * double(p.ctx) + double(p.T * (p.T + 1)) / 2.0 + double(p.T)) * 4.0;
+      return weights + act + cache;
+    }
     const double weights = in * (double(p.n_in()) * D + D * HK + 2.0 * D + experts) + 4.0 * (double(p.E) * D + 3.0 * HK * double(p.W));
     const double act = double(p.B * p.T) * D * (in + st.output_bytes(p.dtype));
     const double state = 2.0 * double(p.B) * (double(p.H) * double(p.K * p.K) * st.state_bytes() + 4.0 * 3.0 * HK * double(p.W - 1));

@@ -209,7 +209,7 @@ TEST(MutantsCli, KdaDecodeGateKillsEveryDecodeMutant) {
 // gemm_fp8_block's smoke suite (its gate takes 43 s): every mutant of each op killed and no
 // equivalent rejected, as committed in datasets/kill_rates.json (71 s for the first seven on 2 cores;
 // moe-router-gate 19 s, moe-combine-gate 18 s, gemm-fp8-block-smoke 5 s of it; mhc-gate 11 s and
-// attention-decode-gate 29 s on 2 shared cores; decode-layer-gate 11 s). The indexers' smoke suites (6.5 s and 5 s of CPU; their
+// attention-decode-gate 29 s on 2 shared cores; decode-layer-gate 17 s). The indexers' smoke suites (6.5 s and 5 s of CPU; their
 // gates take 35 s and 23 s of CPU, minutes of wall time on shared cores) stand for their gates.
 TEST(MutantsCli, LayerOpGateSuitesKeepTheirCommittedKillRates) {
   nlohmann::json committed = nlohmann::json::parse(slurp(std::string(DG_SOURCE_DIR) + "/datasets/kill_rates.json"));
