@@ -1,7 +1,9 @@
 // One candidate on one case through verify, as a user runs it, for the tests of the CPU candidates
-// (tests/candidates/cpu/*_test.cpp), one output of its record by name, and a bad case refused.
+// (tests/candidates/cpu/*_test.cpp), one output or op measure of its record by name, and a bad case
+// refused.
 #pragma once
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +42,14 @@ inline const OutputResult& output(const Record& r, const std::string& name) {
   for (const OutputResult& o : r.outputs)
     if (o.name == name) return o;
   throw std::runtime_error("no output " + name);
+}
+
+// The value of the op measure `name` of `r`; a test failure and NaN when it has none.
+inline double measure_value(const Record& r, const std::string& name) {
+  for (const OpMeasure& m : r.measures)
+    if (m.name == name) return m.value;
+  ADD_FAILURE() << "no measure " << name << " in " << r.case_str;
+  return std::nan("");
 }
 
 }  // namespace dg
