@@ -1,6 +1,6 @@
 // One candidate on one case through verify, as a user runs it, for the tests of the CPU candidates
 // (tests/candidates/cpu/*_test.cpp), one output or op measure of its record by name, and a bad case
-// refused.
+// or bad stored inputs refused.
 #pragma once
 
 #include <cmath>
@@ -35,6 +35,17 @@ inline void expect_refused(const std::string& bad) {
       },
       InputError)
       << bad;
+}
+
+// Stored inputs `in` of case `c` that the op's check_inputs must refuse with an InputError whose
+// message contains `what`.
+inline void expect_stored_refused(const Case& c, const TensorMap& in, const std::string& what) {
+  try {
+    find_op(c.op())->check_inputs(c, in);
+    ADD_FAILURE() << "accepted: " << what;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
 }
 
 // The output `name` of `r`; throws std::runtime_error when it has none.
