@@ -172,6 +172,21 @@ double indexer_input_roundoff(const CandidateInfo& cand, DType stored) {
   return in.is_float && in.precision < info(stored).precision ? std::ldexp(1.0, -in.precision) : 0.0;
 }
 
+void indexer_check_positive(const char* op, const Case& c) {
+  for (const char* n : {"B", "L", "H", "D", "topk"})
+    if (c.integer(n) < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", op, n, c.integer(n)));
+}
+
+void indexer_check_lens_and_sizes(const char* op, const Case& c) {
+  const std::vector<int64_t> lens = c.int_list("lens");
+  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
+    throw InputError(fmt::format("{}: lens has {} lengths for B = {}", op, lens.size(), c.integer("B")));
+  for (int64_t n : lens)
+    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("{}: lens must be in [1, L = {}], got {}", op, c.integer("L"), n));
+  checked_product(fmt::format("{}: B*H*D", op), {c.integer("B"), c.integer("H"), c.integer("D")});
+  checked_product(fmt::format("{}: L*D", op), {c.integer("L"), c.integer("D")});
+}
+
 namespace {
 
 std::vector<double> read(const Tensor& t) {
@@ -181,16 +196,9 @@ std::vector<double> read(const Tensor& t) {
 }
 
 void validate(const Case& c) {
-  for (const char* n : {"B", "L", "H", "D", "topk"})
-    if (c.integer(n) < 1) throw InputError(fmt::format("dsa_indexer: {} must be >= 1, got {}", n, c.integer(n)));
+  indexer_check_positive("dsa_indexer", c);
   dsa_indexer_check_params(dsa_indexer_params(c));
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    throw InputError(fmt::format("dsa_indexer: lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t n : lens)
-    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("dsa_indexer: lens must be in [1, L = {}], got {}", c.integer("L"), n));
-  checked_product("dsa_indexer: B*H*D", {c.integer("B"), c.integer("H"), c.integer("D")});
-  checked_product("dsa_indexer: L*D", {c.integer("L"), c.integer("D")});
+  indexer_check_lens_and_sizes("dsa_indexer", c);
   checked_product("dsa_indexer: B*topk", {c.integer("B"), c.integer("topk")});
 }
 

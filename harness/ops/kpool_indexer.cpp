@@ -209,16 +209,9 @@ KpoolInputs read_inputs(const Case& c, const TensorMap& in) {
 }
 
 void validate(const Case& c) {
-  for (const char* n : {"B", "L", "H", "D", "topk"})
-    if (c.integer(n) < 1) throw InputError(fmt::format("kpool_indexer: {} must be >= 1, got {}", n, c.integer(n)));
+  indexer_check_positive("kpool_indexer", c);
   kpool_indexer_check_params(kpool_indexer_params(c));
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    throw InputError(fmt::format("kpool_indexer: lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t n : lens)
-    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("kpool_indexer: lens must be in [1, L = {}], got {}", c.integer("L"), n));
-  checked_product("kpool_indexer: B*H*D", {c.integer("B"), c.integer("H"), c.integer("D")});
-  checked_product("kpool_indexer: L*D", {c.integer("L"), c.integer("D")});
+  indexer_check_lens_and_sizes("kpool_indexer", c);
   checked_product("kpool_indexer: B*slots", {c.integer("B"), kKpoolSize * c.integer("topk") + kKpoolSize});
 }
 
