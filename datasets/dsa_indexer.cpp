@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
 #include "datasets/dists.h"
+#include "datasets/indexer_inputs.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/core/rng.h"
@@ -21,26 +21,20 @@
 namespace dg {
 namespace {
 
+using indexer_inputs::normals;
+using indexer_inputs::stored;
+
 struct Draw {
   DsaIndexerParams p;
   std::vector<int64_t> ctx;
   std::vector<double> q, k, w;
 };
 
-std::vector<double> normals(const Case& c, const char* name, int64_t n, double sd, double mean = 0.0) {
-  std::vector<double> v(static_cast<size_t>(n));
-  TensorRng(c.seed(), c.str(), name).normal(0, v);
-  for (double& x : v) x = mean + sd * x;
-  return v;
-}
-
 Draw production(const Case& c) {
   Draw d{dsa_indexer_params(c), dsa_indexer_lens(c), {}, {}, {}};
   const DsaIndexerParams& p = d.p;
   d.q = normals(c, "q", p.B * p.H * p.D, 0.5);
-  d.k = normals(c, "k", p.L * p.D, 1.0);
-  const std::vector<double> beta = normals(c, "ln_bias", p.D, 0.3);
-  for (int64_t i = 0; i < p.L * p.D; ++i) d.k[static_cast<size_t>(i)] += beta[static_cast<size_t>(i % p.D)];
+  d.k = indexer_inputs::layernormed_keys(c, p.L, p.D);
   d.w = normals(c, "w", p.B * p.H, 1.0);
   for (double& x : d.q) x = round_to(c.dtype(), x);
   for (double& x : d.k) x = round_to(c.dtype(), x);
@@ -49,25 +43,16 @@ Draw production(const Case& c) {
 }
 
 void store(const Case& c, const Draw& d, TensorMap& in) {
-  auto put = [](DType dt, std::vector<int64_t> shape, const std::vector<double>& v) {
-    Tensor t(dt, std::move(shape));
-    t.write(0, v);
-    return t;
-  };
-  in["q"] = put(c.dtype(), {d.p.B, d.p.H, d.p.D}, d.q);
-  in["k"] = put(c.dtype(), {d.p.L, d.p.D}, d.k);
-  in["w"] = put(DType::f32, {d.p.B, d.p.H}, d.w);
-  in["ctx"] = put(DType::i32, {d.p.B}, std::vector<double>(d.ctx.begin(), d.ctx.end()));
+  in["q"] = stored(c.dtype(), {d.p.B, d.p.H, d.p.D}, d.q);
+  in["k"] = stored(c.dtype(), {d.p.L, d.p.D}, d.k);
+  in["w"] = stored(DType::f32, {d.p.B, d.p.H}, d.w);
+  in["ctx"] = stored(DType::i32, {d.p.B}, std::vector<double>(d.ctx.begin(), d.ctx.end()));
 }
 
 // Row b's visible keys ranked by the reference's rule (double scores, lower index on ties).
 std::vector<int64_t> ranked(const Draw& d, int64_t b) {
   const int64_t n = d.ctx[static_cast<size_t>(b)];
-  const std::vector<double> s = dsa_indexer_scores(d.p, d.q.data(), d.k.data(), d.w.data(), b, n);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t e) { return s[static_cast<size_t>(a)] > s[static_cast<size_t>(e)]; });
-  return order;
+  return indexer_inputs::ranked(dsa_indexer_scores(d.p, d.q.data(), d.k.data(), d.w.data(), b, n));
 }
 
 // In every row that selects: the keys ranked topk - 3 .. topk + 3 are copied, each to a random
@@ -88,17 +73,12 @@ void copy_boundary_keys(const Case& c, Draw& d, bool nudge) {
     for (int64_t j = 0; j < p.topk + 4 && j < n; ++j) taken[static_cast<size_t>(order[static_cast<size_t>(j)])] = 1;
     for (int64_t j = std::max<int64_t>(0, p.topk - 3); j < p.topk + 4 && j < n; ++j) {
       const int64_t src = order[static_cast<size_t>(j)];
-      int64_t dst = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(n));
-      for (int tries = 0; taken[static_cast<size_t>(dst)] && tries < 64; ++tries)
-        dst = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(n));
-      if (taken[static_cast<size_t>(dst)]) continue;
-      taken[static_cast<size_t>(dst)] = 1;
+      const int64_t dst = indexer_inputs::take_free(rng, draw, taken);
+      if (dst < 0) continue;
       std::copy_n(d.k.begin() + src * p.D, p.D, d.k.begin() + dst * p.D);
       if (!nudge) continue;
       const int64_t e = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(p.D));
-      double& x = d.k[static_cast<size_t>(dst * p.D + e)];
-      const double steps = std::exp2(std::floor(rng.uniform(draw++) * 7.0)), sign = rng.uniform(draw++) < 0.5 ? -1.0 : 1.0;
-      x = round_to(c.dtype(), x + sign * steps * ulp(c.dtype(), x));
+      indexer_inputs::nudge_ulps(c.dtype(), rng, draw, d.k[static_cast<size_t>(dst * p.D + e)]);
     }
   }
 }

@@ -6,11 +6,10 @@
 // (harness/ops/kpool_indexer.h) read the stored inputs. Selection happens only where a row has more
 // than topk complete pools (contexts past 2048 + 3 at topk = 512).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
+#include "datasets/indexer_inputs.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/core/rng.h"
@@ -19,17 +18,13 @@
 namespace dg {
 namespace {
 
+using indexer_inputs::normals;
+using indexer_inputs::stored;
+
 struct Draw {
   KpoolIndexerParams p;
   KpoolInputs in;
 };
-
-std::vector<double> normals(const Case& c, const char* name, int64_t n, double sd) {
-  std::vector<double> v(static_cast<size_t>(n));
-  TensorRng(c.seed(), c.str(), name).normal(0, v);
-  for (double& x : v) x = sd * x;
-  return v;
-}
 
 void round_all(std::vector<double>& v, DType dt) {
   for (double& x : v) x = round_to(dt, x);
@@ -42,9 +37,7 @@ Draw production(const Case& c, double gate_sd = 1.5) {
   kpool_indexer_ranges(c, in.ctx, in.start);
   in.q = normals(c, "q", p.B * p.H * p.D, 0.5);
   in.w = normals(c, "w", p.B * p.H, 1.0);
-  in.k = normals(c, "k", p.L * p.D, 1.0);
-  const std::vector<double> beta = normals(c, "ln_bias", p.D, 0.3);
-  for (int64_t i = 0; i < p.L * p.D; ++i) in.k[static_cast<size_t>(i)] += beta[static_cast<size_t>(i % p.D)];
+  in.k = indexer_inputs::layernormed_keys(c, p.L, p.D);
   in.gate = normals(c, "gate", p.L * p.D, gate_sd);
   in.ape = normals(c, "ape", kKpoolSize * p.D, 0.5);
   for (auto* v : {&in.q, &in.k, &in.gate}) round_all(*v, c.dtype());
@@ -53,19 +46,14 @@ Draw production(const Case& c, double gate_sd = 1.5) {
 }
 
 void store(const Case& c, const Draw& d, TensorMap& in) {
-  auto put = [](DType dt, std::vector<int64_t> shape, const std::vector<double>& v) {
-    Tensor t(dt, std::move(shape));
-    t.write(0, v);
-    return t;
-  };
   const KpoolIndexerParams& p = d.p;
-  in["q"] = put(c.dtype(), {p.B, p.H, p.D}, d.in.q);
-  in["w"] = put(DType::f32, {p.B, p.H}, d.in.w);
-  in["k"] = put(c.dtype(), {p.L, p.D}, d.in.k);
-  in["gate"] = put(c.dtype(), {p.L, p.D}, d.in.gate);
-  in["ape"] = put(DType::f32, {kKpoolSize, p.D}, d.in.ape);
-  in["ctx"] = put(DType::i32, {p.B}, std::vector<double>(d.in.ctx.begin(), d.in.ctx.end()));
-  in["start"] = put(DType::i32, {p.B}, std::vector<double>(d.in.start.begin(), d.in.start.end()));
+  in["q"] = stored(c.dtype(), {p.B, p.H, p.D}, d.in.q);
+  in["w"] = stored(DType::f32, {p.B, p.H}, d.in.w);
+  in["k"] = stored(c.dtype(), {p.L, p.D}, d.in.k);
+  in["gate"] = stored(c.dtype(), {p.L, p.D}, d.in.gate);
+  in["ape"] = stored(DType::f32, {kKpoolSize, p.D}, d.in.ape);
+  in["ctx"] = stored(DType::i32, {p.B}, std::vector<double>(d.in.ctx.begin(), d.in.ctx.end()));
+  in["start"] = stored(DType::i32, {p.B}, std::vector<double>(d.in.start.begin(), d.in.start.end()));
 }
 
 // In every row that selects, the pools ranked topk - 3 .. topk + 3 are copied (the k and gate rows of
@@ -80,26 +68,19 @@ void copy_boundary_pools(const Case& c, Draw& d, bool nudge) {
   for (int64_t b = 0; b < p.B; ++b) {
     const int64_t s0 = d.in.start[static_cast<size_t>(b)], P = (d.in.ctx[static_cast<size_t>(b)] - s0) / kKpoolSize;
     if (P <= p.topk + 4) continue;
-    const std::vector<double> s = kpool_indexer_scores(p, d.in, b);
-    std::vector<int64_t> order(static_cast<size_t>(P));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return s[static_cast<size_t>(x)] > s[static_cast<size_t>(y)]; });
+    const std::vector<int64_t> order = indexer_inputs::ranked(kpool_indexer_scores(p, d.in, b));
     std::vector<char> taken(static_cast<size_t>(P), 0);
     for (int64_t j = 0; j < p.topk + 4; ++j) taken[static_cast<size_t>(order[static_cast<size_t>(j)])] = 1;
     for (int64_t j = std::max<int64_t>(0, p.topk - 3); j < p.topk + 4; ++j) {
       const int64_t src = order[static_cast<size_t>(j)];
-      int64_t dst = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(P));
-      for (int tries = 0; taken[static_cast<size_t>(dst)] && tries < 64; ++tries)
-        dst = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(P));
-      if (taken[static_cast<size_t>(dst)]) continue;
-      taken[static_cast<size_t>(dst)] = 1;
+      const int64_t dst = indexer_inputs::take_free(rng, draw, taken);
+      if (dst < 0) continue;
       const int64_t from = (s0 + kKpoolSize * src) * p.D, to = (s0 + kKpoolSize * dst) * p.D;
       std::copy_n(d.in.k.begin() + from, W, d.in.k.begin() + to);
       std::copy_n(d.in.gate.begin() + from, W, d.in.gate.begin() + to);
       if (!nudge) continue;
-      double& x = d.in.k[static_cast<size_t>(to + static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(W)))];
-      const double steps = std::exp2(std::floor(rng.uniform(draw++) * 7.0)), sign = rng.uniform(draw++) < 0.5 ? -1.0 : 1.0;
-      x = round_to(c.dtype(), x + sign * steps * ulp(c.dtype(), x));
+      const int64_t e = static_cast<int64_t>(rng.uniform(draw++) * static_cast<double>(W));
+      indexer_inputs::nudge_ulps(c.dtype(), rng, draw, d.in.k[static_cast<size_t>(to + e)]);
     }
   }
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "candidates/cpu/indexer_cpu.h"
 #include "candidates/cpu/op_io.h"
 #include "harness/cases/registry.h"
 #include "harness/core/dtype.h"
@@ -63,23 +64,13 @@ std::vector<float> naive_scores(const DsaIndexerParams& p, const RowInputs& r, c
   return s;
 }
 
-// One dot product in 4 interleaved partial sums, added (0 + 1) + (2 + 3).
-float dot4(const float* a, const float* b, int64_t D) {
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  int64_t d = 0;
-  for (; d + 4 <= D; d += 4)
-    for (int j = 0; j < 4; ++j) acc[j] += a[d + j] * b[d + j];
-  for (; d < D; ++d) acc[d % 4] += a[d] * b[d];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
 std::vector<float> blocked_scores(const DsaIndexerParams& p, const RowInputs& r, const std::vector<float>& k, int64_t n) {
   constexpr int64_t kBlock = 64;
   std::vector<float> s(static_cast<size_t>(n), 0.0f);
   for (int64_t t0 = 0; t0 < n; t0 += kBlock)
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t t = t0; t < std::min(n, t0 + kBlock); ++t) {
-        const float dot = dot4(r.q.data() + h * p.D, k.data() + t * p.D, p.D);
+        const float dot = indexer_cpu::dot4(r.q.data() + h * p.D, k.data() + t * p.D, p.D);
         s[static_cast<size_t>(t)] += r.ws[static_cast<size_t>(h)] * std::max(dot, 0.0f);
       }
   return s;
@@ -105,30 +96,10 @@ std::vector<float> fp8_scores(const DsaIndexerParams& p, RowInputs r, const std:
   std::vector<float> s(static_cast<size_t>(n), 0.0f);
   for (int64_t h = 0; h < p.H; ++h)
     for (int64_t t = 0; t < n; ++t) {
-      const float dot = dot4(r.q.data() + h * p.D, k8.data() + t * p.D, p.D) * (qs[static_cast<size_t>(h)] * ks[static_cast<size_t>(t)]);
+      const float dot = indexer_cpu::dot4(r.q.data() + h * p.D, k8.data() + t * p.D, p.D) * (qs[static_cast<size_t>(h)] * ks[static_cast<size_t>(t)]);
       s[static_cast<size_t>(t)] += r.ws[static_cast<size_t>(h)] * std::max(dot, 0.0f);
     }
   return s;
-}
-
-// The selected keys of one row: naive a full sort in rank order, blocked a partial top-k in
-// increasing index.
-std::vector<int64_t> select(const std::vector<float>& s, int64_t topk, bool blocked) {
-  const int64_t n = static_cast<int64_t>(s.size()), k = std::min(n, topk);
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  auto rank = [&s](int64_t a, int64_t b) {
-    const float x = s[static_cast<size_t>(a)], y = s[static_cast<size_t>(b)];
-    return x > y || (x == y && a < b);
-  };
-  if (!blocked) {
-    std::sort(idx.begin(), idx.end(), rank);
-  } else if (k < n) {
-    std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), rank);
-    std::sort(idx.begin(), idx.begin() + k);
-  }
-  idx.resize(static_cast<size_t>(k));
-  return idx;
 }
 
 enum class Form { naive, blocked, fp8 };
@@ -151,7 +122,7 @@ RunFn make(Form form) {
       const std::vector<float> s = form == Form::fp8 ? fp8_scores(p, r, k, ks, n)
                                    : blocked         ? blocked_scores(p, r, k, n)
                                                      : naive_scores(p, r, k, n);
-      const std::vector<int64_t> sel = select(s, p.topk, blocked);
+      const std::vector<int64_t> sel = indexer_cpu::select_topk(s, p.topk, blocked);
       std::fill(row_s.begin(), row_s.end(), 0.0f);
       for (int64_t j = 0; j < p.topk; ++j) {
         const bool used = j < static_cast<int64_t>(sel.size());

@@ -17,10 +17,10 @@
 // allocates them in i32).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <string>
 #include <vector>
 
+#include "candidates/cpu/indexer_cpu.h"
 #include "candidates/cpu/op_io.h"
 #include "harness/cases/registry.h"
 #include "harness/ops/kpool_indexer.h"
@@ -51,15 +51,6 @@ void pooled_key(const Cache& x, int64_t D, int64_t t0, float* key) {
   }
 }
 
-float dot4(const float* a, const float* b, int64_t D) {
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  int64_t d = 0;
-  for (; d + 4 <= D; d += 4)
-    for (int j = 0; j < 4; ++j) acc[j] += a[d + j] * b[d + j];
-  for (; d < D; ++d) acc[d % 4] += a[d] * b[d];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
 std::vector<float> scores(const KpoolIndexerParams& p, const Cache& x, const std::vector<float>& q, const std::vector<float>& w,
                           int64_t s0, int64_t P, bool pooled) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.D)));
@@ -84,28 +75,10 @@ std::vector<float> scores(const KpoolIndexerParams& p, const Cache& x, const std
   for (int64_t i0 = 0; i0 < P; i0 += kBlock)
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t i = i0; i < std::min(P, i0 + kBlock); ++i) {
-        const float dot = dot4(q.data() + h * p.D, keys.data() + i * p.D, p.D) * scale;
+        const float dot = indexer_cpu::dot4(q.data() + h * p.D, keys.data() + i * p.D, p.D) * scale;
         s[static_cast<size_t>(i)] += w[static_cast<size_t>(h)] * std::max(dot, 0.0f);
       }
   return s;
-}
-
-std::vector<int64_t> select(const std::vector<float>& s, int64_t topk, bool pooled) {
-  const int64_t P = static_cast<int64_t>(s.size()), k = std::min(P, topk);
-  std::vector<int64_t> idx(static_cast<size_t>(P));
-  std::iota(idx.begin(), idx.end(), 0);
-  auto rank = [&s](int64_t a, int64_t b) {
-    const float x = s[static_cast<size_t>(a)], y = s[static_cast<size_t>(b)];
-    return x > y || (x == y && a < b);
-  };
-  if (!pooled) {
-    std::sort(idx.begin(), idx.end(), rank);
-  } else if (k < P) {
-    std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), rank);
-    std::sort(idx.begin(), idx.begin() + k);
-  }
-  idx.resize(static_cast<size_t>(k));
-  return idx;
 }
 
 RunFn make(bool pooled) {
@@ -125,7 +98,7 @@ RunFn make(bool pooled) {
       load_row(need(in, "w", op), b * p.H, p.H, w.data());
       const int64_t s0 = static_cast<int64_t>(need(in, "start", op).get(b)), e = static_cast<int64_t>(need(in, "ctx", op).get(b));
       const int64_t P = (e - s0) / kKpoolSize;
-      const std::vector<int64_t> sel = select(scores(p, x, q, w, s0, P, pooled), p.topk, pooled);
+      const std::vector<int64_t> sel = indexer_cpu::select_topk(scores(p, x, q, w, s0, P, pooled), p.topk, pooled);
       std::vector<double> row;
       if (pooled)
         for (int64_t t = s0 + kKpoolSize * P; t < e; ++t) row.push_back(static_cast<double>(t));

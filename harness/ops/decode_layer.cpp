@@ -396,22 +396,6 @@ void layer_validate(const Case& c) {
   checked_product("decode_layer: B*H*K*K", {p.B, p.H, p.K, p.K});
 }
 
-// Copies the per-sequence blocks of `from` (sequence order) into `pool` slots, or back.
-void to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
-  const int64_t per = from.numel() / B;
-  std::vector<double> buf(static_cast<size_t>(per));
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t slot = kda_decode_slot(b, B);
-    if (into_pool) {
-      from.read(b * per, buf);
-      pool.write(slot * per, buf);
-    } else {
-      pool.read(slot * per, buf);
-      const_cast<Tensor&>(from).write(b * per, buf);
-    }
-  }
-}
-
 // Each step's y [B,1,D] into row t of y [B,T,D].
 void store_step(const DecodeLayerParams& p, const Tensor& step_y, Tensor& y, int64_t t) {
   const size_t row = static_cast<size_t>(p.D) * static_cast<size_t>(info(y.dtype()).storage_bytes);
@@ -447,7 +431,7 @@ void mla_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tensor
     cand.run(c.with("T", "1").with("ctx", std::to_string(p.ctx + t)), step_in, step_out);
     store_step(p, step_out.at("y"), out.at("y"), t);
   }
-  to_slots(out.at("latent"), pool, p.B, false);
+  kda_to_slots(out.at("latent"), pool, p.B, false);
 }
 
 void layer_drive(const Candidate& cand, const Case& c, const TensorMap& in, TensorMap& out) {
@@ -455,11 +439,11 @@ void layer_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tens
   const DecodeLayerParams p = decode_layer_params(c);
   Tensor& y = out.at("y");
   Tensor state(cand.info().state_dtype, out.at("ht").shape());
-  to_slots(in.at("h0"), state, p.B, true);
+  kda_to_slots(in.at("h0"), state, p.B, true);
   std::map<std::string, Tensor> conv;
   for (const char* name : {"conv_q", "conv_k", "conv_v"}) {
     conv[name] = Tensor(DType::f32, out.at(name).shape());
-    to_slots(in.at(std::string(name) + "0"), conv[name], p.B, true);
+    kda_to_slots(in.at(std::string(name) + "0"), conv[name], p.B, true);
   }
   Tensor indices(DType::i64, {p.B});
   for (int64_t b = 0; b < p.B; ++b) indices.data<int64_t>()[b] = kda_decode_slot(b, p.B);
@@ -478,8 +462,8 @@ void layer_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tens
     for (int64_t b = 0; b < p.B; ++b)
       std::memcpy(y.bytes() + static_cast<size_t>(b * p.T + t) * row, step_out["y"].bytes() + static_cast<size_t>(b) * row, row);
   }
-  to_slots(out.at("ht"), state, p.B, false);
-  for (auto& [name, pool] : conv) to_slots(out.at(name), pool, p.B, false);
+  kda_to_slots(out.at("ht"), state, p.B, false);
+  for (auto& [name, pool] : conv) kda_to_slots(out.at(name), pool, p.B, false);
 }
 
 // Error by step: e_t = ||y_t - r_t|| / ||r_t|| over the B tokens of step t; the measure is the mean

@@ -119,8 +119,9 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
                                            double u_in) {
   const std::vector<int64_t> ties = identical_rows(k, p.L, p.D);
   const double terms = static_cast<double>(p.D + p.H + 3);
-  int64_t misses = 0, wide = 0, tie_rows = 0, invalid = 0;
-  double recall = 0, jaccard = 0, score_err = 0, widest = 0;
+  TopkSetTotals totals;
+  int64_t invalid = 0;
+  double score_err = 0;
   IdFaults why;
   std::vector<int64_t> ref, cand;
   const std::shared_ptr<const RowScores> all_ptr = scores_of(p, ctx, q, k, w);
@@ -144,31 +145,22 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
     std::sort(cand.begin(), cand.end());
     cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
     const std::vector<int64_t> row_ties(ties.begin(), ties.begin() + n);
-    const TopkSetRow r = judge_topk_row(s, tol, ref, cand, row_ties);
-    misses += r.misses;
-    wide += r.misses_wide;
-    tie_rows += r.tie_break ? 1 : 0;
-    recall += r.recall();
-    jaccard += r.jaccard();
-    widest = std::max(widest, r.widest);
+    totals.add(judge_topk_row(s, tol, ref, cand, row_ties));
   }
-  const double B = static_cast<double>(p.B), nan = std::numeric_limits<double>::quiet_NaN();
-  return {
-      {"misses_wide", static_cast<double>(wide), 0.0, false, 0.0,
-       fmt::format("keys selected or left out that no score error within ((D + H + 3) u + 2 u_in) A explains, u = "
-                   "2^{:.1f}, u_in = {:.3g}; {} misses in all, the farthest {:.3g} bounds past", std::log2(u), u_in, misses, widest)},
-      {"tie_breaks", static_cast<double>(tie_rows), 0.0, false, 0.0,
-       "rows selecting key j over a visible i < j with an identical key row (the tie rule: lower index)"},
-      {"invalid_ids", static_cast<double>(invalid), 0.0, false, 0.0,
-       fmt::format("rows whose ids are not distinct keys in [0, ctx) and topk - min(topk, ctx) sentinels -1 "
-                   "({} out of range, {} future, {} rows with duplicates, {} with a wrong sentinel count)",
-                   why.out_of_range, why.future, why.duplicate, why.sentinels)},
-      {"score_err", score_err, 2.0 * (terms * u + 2.0 * u_in), true, 16.0 * u,
-       "max |score - I| / A over the valid slots, I in double, A = (H D)^-0.5 sum_h |w_h| sum_d |q k| of the key"},
-      {"recall", recall / B, nan, false, 0.0, "mean over the rows of |C n R| / |R|"},
-      {"jaccard", jaccard / B, nan, false, 0.0, "mean over the rows of |C n R| / |C u R|"},
-      {"misses", static_cast<double>(misses), nan, false, 0.0, "keys in the symmetric differences of the rows' sets"},
-  };
+  TopkSetDetails detail;
+  detail.misses_wide = fmt::format("keys selected or left out that no score error within ((D + H + 3) u + 2 u_in) A explains, u = "
+                                   "2^{:.1f}, u_in = {:.3g}; {} misses in all, the farthest {:.3g} bounds past",
+                                   std::log2(u), u_in, totals.misses, totals.widest);
+  detail.tie_breaks = "rows selecting key j over a visible i < j with an identical key row (the tie rule: lower index)";
+  detail.invalid_ids = fmt::format("rows whose ids are not distinct keys in [0, ctx) and topk - min(topk, ctx) sentinels -1 "
+                                   "({} out of range, {} future, {} rows with duplicates, {} with a wrong sentinel count)",
+                                   why.out_of_range, why.future, why.duplicate, why.sentinels);
+  detail.recall = "mean over the rows of |C n R| / |R|";
+  detail.jaccard = "mean over the rows of |C n R| / |C u R|";
+  detail.misses = "keys in the symmetric differences of the rows' sets";
+  return topk_set_measures(totals, invalid, detail,
+                           {{"score_err", score_err, 2.0 * (terms * u + 2.0 * u_in), true, 16.0 * u,
+                             "max |score - I| / A over the valid slots, I in double, A = (H D)^-0.5 sum_h |w_h| sum_d |q k| of the key"}});
 }
 
 double indexer_unit_roundoff(const CandidateInfo& cand) {
@@ -180,6 +172,21 @@ double indexer_input_roundoff(const CandidateInfo& cand, DType stored) {
   return in.is_float && in.precision < info(stored).precision ? std::ldexp(1.0, -in.precision) : 0.0;
 }
 
+void indexer_check_positive(const char* op, const Case& c) {
+  for (const char* n : {"B", "L", "H", "D", "topk"})
+    if (c.integer(n) < 1) throw InputError(fmt::format("{}: {} must be >= 1, got {}", op, n, c.integer(n)));
+}
+
+void indexer_check_lens_and_sizes(const char* op, const Case& c) {
+  const std::vector<int64_t> lens = c.int_list("lens");
+  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
+    throw InputError(fmt::format("{}: lens has {} lengths for B = {}", op, lens.size(), c.integer("B")));
+  for (int64_t n : lens)
+    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("{}: lens must be in [1, L = {}], got {}", op, c.integer("L"), n));
+  checked_product(fmt::format("{}: B*H*D", op), {c.integer("B"), c.integer("H"), c.integer("D")});
+  checked_product(fmt::format("{}: L*D", op), {c.integer("L"), c.integer("D")});
+}
+
 namespace {
 
 std::vector<double> read(const Tensor& t) {
@@ -189,16 +196,9 @@ std::vector<double> read(const Tensor& t) {
 }
 
 void validate(const Case& c) {
-  for (const char* n : {"B", "L", "H", "D", "topk"})
-    if (c.integer(n) < 1) throw InputError(fmt::format("dsa_indexer: {} must be >= 1, got {}", n, c.integer(n)));
+  indexer_check_positive("dsa_indexer", c);
   dsa_indexer_check_params(dsa_indexer_params(c));
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    throw InputError(fmt::format("dsa_indexer: lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t n : lens)
-    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("dsa_indexer: lens must be in [1, L = {}], got {}", c.integer("L"), n));
-  checked_product("dsa_indexer: B*H*D", {c.integer("B"), c.integer("H"), c.integer("D")});
-  checked_product("dsa_indexer: L*D", {c.integer("L"), c.integer("D")});
+  indexer_check_lens_and_sizes("dsa_indexer", c);
   checked_product("dsa_indexer: B*topk", {c.integer("B"), c.integer("topk")});
 }
 

@@ -59,4 +59,9 @@ std::vector<OpMeasure> dsa_indexer_measure(const DsaIndexerParams& p, const std:
 double indexer_unit_roundoff(const CandidateInfo& cand);
 double indexer_input_roundoff(const CandidateInfo& cand, DType stored);
 
+// The indexers' (dsa_indexer, kpool_indexer) case checks, each throwing InputError prefixed by `op`:
+// B, L, H, D and topk >= 1; then `lens` (one per row, each in [1, L]) and the products B*H*D and L*D.
+void indexer_check_positive(const char* op, const Case& c);
+void indexer_check_lens_and_sizes(const char* op, const Case& c);
+
 }  // namespace dg

@@ -165,6 +165,22 @@ void kda_validate(const Case& c) {
   checked_product(op + ": B*HV*K*V", {p.num_seqs(), p.HV, p.K, p.V});
 }
 
+// The state pools of the fused decode ops (kda.h).
+void kda_to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
+  const int64_t per = from.numel() / B;
+  std::vector<double> buf(static_cast<size_t>(per));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t slot = kda_decode_slot(b, B);
+    if (into_pool) {
+      from.read(b * per, buf);
+      pool.write(slot * per, buf);
+    } else {
+      pool.read(slot * per, buf);
+      const_cast<Tensor&>(from).write(b * per, buf);
+    }
+  }
+}
+
 namespace {
 
 std::map<std::string, std::vector<int64_t>> kda_output_shapes(const Case& c) {

@@ -28,4 +28,8 @@ Tensor token_slice(const Tensor& full, int64_t t);
 // "state_indices" and uses slot b reads another sequence's state and is caught.
 inline int64_t kda_decode_slot(int64_t b, int64_t B) { return B - 1 - b; }
 
+// Copies the per-sequence blocks of `from` (sequence order, B blocks) into their kda_decode_slot
+// blocks of `pool` (into_pool), or back from `pool` into `from` (the fused decode ops' state pools).
+void kda_to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool);
+
 }  // namespace dg

@@ -138,32 +138,16 @@ std::map<std::string, InputSpec> fused_inputs(const Case& c) {
   return in;
 }
 
-// Copies the per-sequence blocks of `from` (sequence order) into `pool` slots, or back.
-void to_slots(const Tensor& from, Tensor& pool, int64_t B, bool into_pool) {
-  const int64_t per = from.numel() / B;
-  std::vector<double> buf(static_cast<size_t>(per));
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t slot = kda_decode_slot(b, B);
-    if (into_pool) {
-      from.read(b * per, buf);
-      pool.write(slot * per, buf);
-    } else {
-      pool.read(slot * per, buf);
-      const_cast<Tensor&>(from).write(b * per, buf);
-    }
-  }
-}
-
 void fused_drive(const Candidate& cand, const Case& c, const TensorMap& in, TensorMap& out) {
   FusedShapes s = shapes(c);
   const KdaParams& p = s.p;
   Tensor& o = out.at("o");
   Tensor state(cand.info().state_dtype, out.at("ht").shape());
-  if (p.has_h0) to_slots(in.at("h0"), state, p.B, true);
+  if (p.has_h0) kda_to_slots(in.at("h0"), state, p.B, true);
   std::map<std::string, Tensor> conv;
   for (const char* name : {"conv_q", "conv_k", "conv_v"}) {
     conv[name] = Tensor(DType::f32, out.at(name).shape());
-    to_slots(in.at(std::string(name) + "0"), conv[name], p.B, true);
+    kda_to_slots(in.at(std::string(name) + "0"), conv[name], p.B, true);
   }
   const Device dev = pool_device(cand.info());   // device pools for a CUDA candidate
   if (dev != Device::host) {
@@ -193,8 +177,8 @@ void fused_drive(const Candidate& cand, const Case& c, const TensorMap& in, Tens
     state = state.to(Device::host);
     for (auto& [_, pool] : conv) pool = pool.to(Device::host);
   }
-  to_slots(out.at("ht"), state, p.B, false);
-  for (auto& [name, pool] : conv) to_slots(out.at(name), pool, p.B, false);
+  kda_to_slots(out.at("ht"), state, p.B, false);
+  for (auto& [name, pool] : conv) kda_to_slots(out.at(name), pool, p.B, false);
 }
 
 OpSpec fused_spec() {

@@ -163,8 +163,8 @@ std::vector<OpMeasure> kpool_indexer_measure(const KpoolIndexerParams& p, const 
   const std::shared_ptr<const PoolScores> all = scores_of(p, in);
   const double terms = static_cast<double>(p.D + p.H + 24);
   const int64_t S = p.slots();
-  int64_t misses = 0, wide = 0, tie_rows = 0, invalid = 0;
-  double recall = 0, jaccard = 0, widest = 0;
+  TopkSetTotals totals;
+  int64_t invalid = 0;
   IdFaults why;
   std::vector<int64_t> ref, cand;
   for (int64_t b = 0; b < p.B; ++b) {
@@ -176,29 +176,19 @@ std::vector<OpMeasure> kpool_indexer_measure(const KpoolIndexerParams& p, const 
     for (int64_t j = 0; j < std::min(P, p.topk); ++j)
       ref.push_back((static_cast<int64_t>(ref_ids[static_cast<size_t>(b * S + kKpoolSize * j)]) - s0) / kKpoolSize);
     if (!row_pools(ids.data() + b * S, S, p.topk, s0, e, cand, why)) ++invalid;
-    const TopkSetRow r = judge_topk_row(s, tol, ref, cand, pool_ties(p, in, *all, b, P));
-    misses += r.misses;
-    wide += r.misses_wide;
-    tie_rows += r.tie_break ? 1 : 0;
-    recall += r.recall();
-    jaccard += r.jaccard();
-    widest = std::max(widest, r.widest);
+    totals.add(judge_topk_row(s, tol, ref, cand, pool_ties(p, in, *all, b, P)));
   }
-  const double B = static_cast<double>(p.B), nan = std::numeric_limits<double>::quiet_NaN();
-  return {
-      {"misses_wide", static_cast<double>(wide), 0.0, false, 0.0,
-       fmt::format("pools selected or left out that no score error within (D + H + 24) u A explains, u = 2^{:.1f}; {} "
-                   "pool misses in all, the farthest {:.3g} bounds past", std::log2(u), misses, widest)},
-      {"tie_breaks", static_cast<double>(tie_rows), 0.0, false, 0.0,
-       "rows selecting pool j over a pool i < j with identical tokens (the tie rule: lower pool)"},
-      {"invalid_ids", static_cast<double>(invalid), 0.0, false, 0.0,
-       fmt::format("rows whose ids are not whole pools, the ragged tail and -1 sentinels ({} ids outside [start, ctx), "
-                   "{} duplicates, {} partial pools, {} rows with a wrong tail, {} with a wrong sentinel count)",
-                   why.outside, why.duplicate, why.partial_pool, why.tail, why.sentinels)},
-      {"recall", recall / B, nan, false, 0.0, "mean over the rows of |C n R| / |R| (pools)"},
-      {"jaccard", jaccard / B, nan, false, 0.0, "mean over the rows of |C n R| / |C u R| (pools)"},
-      {"misses", static_cast<double>(misses), nan, false, 0.0, "pools in the symmetric differences of the rows' sets"},
-  };
+  TopkSetDetails detail;
+  detail.misses_wide = fmt::format("pools selected or left out that no score error within (D + H + 24) u A explains, u = 2^{:.1f}; {} "
+                                   "pool misses in all, the farthest {:.3g} bounds past", std::log2(u), totals.misses, totals.widest);
+  detail.tie_breaks = "rows selecting pool j over a pool i < j with identical tokens (the tie rule: lower pool)";
+  detail.invalid_ids = fmt::format("rows whose ids are not whole pools, the ragged tail and -1 sentinels ({} ids outside [start, ctx), "
+                                   "{} duplicates, {} partial pools, {} rows with a wrong tail, {} with a wrong sentinel count)",
+                                   why.outside, why.duplicate, why.partial_pool, why.tail, why.sentinels);
+  detail.recall = "mean over the rows of |C n R| / |R| (pools)";
+  detail.jaccard = "mean over the rows of |C n R| / |C u R| (pools)";
+  detail.misses = "pools in the symmetric differences of the rows' sets";
+  return topk_set_measures(totals, invalid, detail);
 }
 
 namespace {
@@ -219,16 +209,9 @@ KpoolInputs read_inputs(const Case& c, const TensorMap& in) {
 }
 
 void validate(const Case& c) {
-  for (const char* n : {"B", "L", "H", "D", "topk"})
-    if (c.integer(n) < 1) throw InputError(fmt::format("kpool_indexer: {} must be >= 1, got {}", n, c.integer(n)));
+  indexer_check_positive("kpool_indexer", c);
   kpool_indexer_check_params(kpool_indexer_params(c));
-  const std::vector<int64_t> lens = c.int_list("lens");
-  if (!lens.empty() && static_cast<int64_t>(lens.size()) != c.integer("B"))
-    throw InputError(fmt::format("kpool_indexer: lens has {} lengths for B = {}", lens.size(), c.integer("B")));
-  for (int64_t n : lens)
-    if (n < 1 || n > c.integer("L")) throw InputError(fmt::format("kpool_indexer: lens must be in [1, L = {}], got {}", c.integer("L"), n));
-  checked_product("kpool_indexer: B*H*D", {c.integer("B"), c.integer("H"), c.integer("D")});
-  checked_product("kpool_indexer: L*D", {c.integer("L"), c.integer("D")});
+  indexer_check_lens_and_sizes("kpool_indexer", c);
   checked_product("kpool_indexer: B*slots", {c.integer("B"), kKpoolSize * c.integer("topk") + kKpoolSize});
 }
 

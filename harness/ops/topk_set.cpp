@@ -7,8 +7,34 @@
 #include <limits>
 #include <map>
 #include <string_view>
+#include <utility>
 
 namespace dg {
+
+void TopkSetTotals::add(const TopkSetRow& r) {
+  ++rows;
+  misses += r.misses;
+  misses_wide += r.misses_wide;
+  tie_rows += r.tie_break ? 1 : 0;
+  recall += r.recall();
+  jaccard += r.jaccard();
+  widest = std::max(widest, r.widest);
+}
+
+std::vector<OpMeasure> topk_set_measures(const TopkSetTotals& t, int64_t invalid_rows, const TopkSetDetails& detail,
+                                         std::vector<OpMeasure> extra) {
+  const double rows = static_cast<double>(t.rows), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<OpMeasure> m = {
+      {"misses_wide", static_cast<double>(t.misses_wide), 0.0, false, 0.0, detail.misses_wide},
+      {"tie_breaks", static_cast<double>(t.tie_rows), 0.0, false, 0.0, detail.tie_breaks},
+      {"invalid_ids", static_cast<double>(invalid_rows), 0.0, false, 0.0, detail.invalid_ids},
+  };
+  for (OpMeasure& e : extra) m.push_back(std::move(e));
+  m.push_back({"recall", t.recall / rows, nan, false, 0.0, detail.recall});
+  m.push_back({"jaccard", t.jaccard / rows, nan, false, 0.0, detail.jaccard});
+  m.push_back({"misses", static_cast<double>(t.misses), nan, false, 0.0, detail.misses});
+  return m;
+}
 
 TopkSetRow judge_topk_row(const std::vector<double>& score, const std::vector<double>& tol, const std::vector<int64_t>& ref,
                           const std::vector<int64_t>& cand, const std::vector<int64_t>& tie_class) {

@@ -24,7 +24,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "harness/cases/registry.h"
 
 namespace dg {
 
@@ -39,6 +42,24 @@ struct TopkSetRow {
     return u == 0 ? 1.0 : static_cast<double>(common) / static_cast<double>(u);
   }
 };
+
+// The rows of a case summed: add(row) once per row.
+struct TopkSetTotals {
+  int64_t rows = 0, misses = 0, misses_wide = 0, tie_rows = 0;
+  double recall = 0, jaccard = 0, widest = 0;  // recall and jaccard summed over the rows
+  void add(const TopkSetRow& r);
+};
+
+// The op-specific detail lines of the shared measures (what an item is: a key, a pool).
+struct TopkSetDetails {
+  std::string misses_wide, tie_breaks, invalid_ids, recall, jaccard, misses;
+};
+
+// The indexers' common measures: misses_wide, tie_breaks and invalid_ids (limit 0), then `extra`
+// (the op's own measures), then recall and jaccard (means over the rows) and misses (no rule).
+// invalid_rows: the rows whose ids broke the op's output format.
+std::vector<OpMeasure> topk_set_measures(const TopkSetTotals& t, int64_t invalid_rows, const TopkSetDetails& detail,
+                                         std::vector<OpMeasure> extra = {});
 
 // score and tol [n] the reference's scores of the row's n items and their bounds; ref and cand the
 // selected items (distinct, in [0, n)); tie_class [n] (empty: no exact ties) the lowest index of

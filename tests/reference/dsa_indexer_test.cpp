@@ -14,17 +14,13 @@
 
 #include "harness/cases/case.h"
 #include "harness/core/dtype.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
 
-Tensor vec(const std::vector<double>& v, std::vector<int64_t> shape) {
-  Tensor t(DType::f64, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 DsaIndexerParams params(int64_t B, int64_t L, int64_t H, int64_t D, int64_t topk) {
   DsaIndexerParams p;
   p.B = B, p.L = L, p.H = H, p.D = D, p.topk = topk;
@@ -34,8 +30,8 @@ DsaIndexerParams params(int64_t B, int64_t L, int64_t H, int64_t D, int64_t topk
 // H = 2, D = 2 (scale 1/2), q_0 = (1, 0), q_1 = (0, 1), w = (2, -1): I_s = ReLU(k_s0) - ReLU(k_s1) / 2.
 // keys (3, 0) -> 3, (1, 4) -> -1, (-5, -5) -> 0 (both heads clipped), (2, 2) -> 1, (9, 0) future.
 TEST(DsaIndexerReference, TheWeightsMultiplyEachHeadsReLU) {
-  const Tensor q = vec({1, 0, 0, 1}, {1, 2, 2}), w = vec({2, -1}, {1, 2});
-  const Tensor k = vec({3, 0, 1, 4, -5, -5, 2, 2, 9, 0}, {5, 2});
+  const Tensor q = f64({1, 2, 2}, {1, 0, 0, 1}), w = f64({1, 2}, {2, -1});
+  const Tensor k = f64({5, 2}, {3, 0, 1, 4, -5, -5, 2, 2, 9, 0});
   for (Tier tier : kTiers) {
     const DsaIndexerReferenceResult r = dsa_indexer_reference(tier, params(1, 5, 2, 2, 3), q, k, w, {4});
     EXPECT_EQ(r.indices, (std::vector<double>{0, 3, 2})) << tier_name(tier);
@@ -48,8 +44,8 @@ TEST(DsaIndexerReference, TheWeightsMultiplyEachHeadsReLU) {
 
 // Equal scores: the lower key index ranks first (keys 1 and 3 are copies; topk = 2 keeps 0 and 1).
 TEST(DsaIndexerReference, TiesGoToTheLowerIndex) {
-  const Tensor q = vec({1, 1}, {1, 1, 2}), w = vec({1}, {1, 1});
-  const Tensor k = vec({5, 5, 1, 2, 0, 0, 1, 2}, {4, 2});
+  const Tensor q = f64({1, 1, 2}, {1, 1}), w = f64({1, 1}, {1});
+  const Tensor k = f64({4, 2}, {5, 5, 1, 2, 0, 0, 1, 2});
   for (Tier tier : kTiers)
     EXPECT_EQ(dsa_indexer_reference(tier, params(1, 4, 1, 2, 2), q, k, w, {4}).indices, (std::vector<double>{0, 1}))
         << tier_name(tier);
@@ -99,7 +95,7 @@ TEST(DsaIndexerReference, TiersAgreeWithAnIndependentMpfrComputation) {
   mpfr_clears(acc, dot, t, scale, static_cast<mpfr_ptr>(nullptr));
   for (Tier tier : kTiers) {
     const DsaIndexerReferenceResult r =
-        dsa_indexer_reference(tier, params(B, L, H, D, topk), vec(q, {B, H, D}), vec(k, {L, D}), vec(w, {B, H}), ctx);
+        dsa_indexer_reference(tier, params(B, L, H, D, topk), f64({B, H, D}, q), f64({L, D}, k), f64({B, H}, w), ctx);
     EXPECT_EQ(r.indices, ids) << tier_name(tier);
     const double tol = tier == Tier::f64 ? 64.0 : 1.0;
     for (size_t i = 0; i < sc.size(); ++i)
@@ -108,18 +104,18 @@ TEST(DsaIndexerReference, TiersAgreeWithAnIndependentMpfrComputation) {
 }
 
 TEST(DsaIndexerReference, BadParametersAndInputAreRefused) {
-  const Tensor q = vec(std::vector<double>(4, 0.5), {1, 2, 2}), w = vec({1, 1}, {1, 2});
-  const Tensor k = vec(std::vector<double>(6, 0.25), {3, 2});
+  const Tensor q = f64({1, 2, 2}, std::vector<double>(4, 0.5)), w = f64({1, 2}, {1, 1});
+  const Tensor k = f64({3, 2}, std::vector<double>(6, 0.25));
   EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 0), q, k, w, {3}), InputError);   // topk 0
   EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, w, {4}), InputError);   // ctx > L
   EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, w, {-1}), InputError);
   EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, w, {3, 3}), InputError);   // ctx not [B]
   EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 4, 2, 2, 2), q, k, w, {3}), InputError);   // k not [L,D]
-  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, vec({1}, {1, 1}), {3}), InputError);
+  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, f64({1, 1}, {1}), {3}), InputError);
   std::vector<double> bad(6, 0.25);
   bad[4] = std::nan("");
-  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, vec(bad, {3, 2}), w, {3}), InputError);
-  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, vec({1, INFINITY}, {1, 2}), {3}), InputError);
+  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, f64({3, 2}, bad), w, {3}), InputError);
+  EXPECT_THROW(dsa_indexer_reference(Tier::f64, params(1, 3, 2, 2, 2), q, k, f64({1, 2}, {1, INFINITY}), {3}), InputError);
 }
 
 }  // namespace

@@ -14,17 +14,13 @@
 
 #include "harness/cases/case.h"
 #include "harness/core/dtype.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
 
-Tensor vec(const std::vector<double>& v, std::vector<int64_t> shape) {
-  Tensor t(DType::f64, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 
 // H = 1, D = 1 (scale 1), q = 1, w = 1: a pool's score is sum_j softmax_j(gate_j + ape_j) k_j (if > 0).
 struct Tiny {
@@ -34,8 +30,8 @@ struct Tiny {
     p.B = 1, p.L = L, p.H = 1, p.D = 1, p.topk = topk;
   }
   std::vector<double> run(Tier tier, int64_t start, int64_t ctx) const {
-    const KpoolInputs in = kpool_indexer_inputs(p, vec({1}, {1, 1, 1}), vec({1}, {1, 1}), vec(k, {p.L, 1}), vec(gate, {p.L, 1}),
-                                                vec(ape, {4, 1}), {ctx}, {start});
+    const KpoolInputs in = kpool_indexer_inputs(p, f64({1, 1, 1}, {1}), f64({1, 1}, {1}), f64({p.L, 1}, k), f64({p.L, 1}, gate),
+                                                f64({4, 1}, ape), {ctx}, {start});
     return kpool_indexer_reference(tier, p, in).indices;
   }
 };
@@ -120,8 +116,8 @@ TEST(KpoolIndexerReference, TiersAgreeWithAnIndependentMpfrComputation) {
   std::vector<int64_t> order(static_cast<size_t>(P));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return want[static_cast<size_t>(a)] > want[static_cast<size_t>(c)]; });
-  const KpoolInputs in = kpool_indexer_inputs(p, vec(q, {1, p.H, p.D}), vec(w, {1, p.H}), vec(k, {p.L, p.D}), vec(g, {p.L, p.D}),
-                                              vec(ape, {4, p.D}), {ctx}, {start});
+  const KpoolInputs in = kpool_indexer_inputs(p, f64({1, p.H, p.D}, q), f64({1, p.H}, w), f64({p.L, p.D}, k), f64({p.L, p.D}, g),
+                                              f64({4, p.D}, ape), {ctx}, {start});
   for (Tier tier : kTiers) {
     std::vector<double> y, tail;
     kpool_indexer_pool_scores(tier, p, in, P, y, tail);

@@ -14,17 +14,13 @@
 
 #include "harness/cases/case.h"
 #include "harness/core/dtype.h"
+#include "tests/reference/tensor_values.h"
 
 namespace dg {
 namespace {
 
 const Tier kTiers[] = {Tier::f64, Tier::dd, Tier::mpfr127, Tier::mpfr256};
 
-Tensor vec(const std::vector<double>& v, std::vector<int64_t> shape) {
-  Tensor t(DType::f64, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 double sig(double z) { return 1 / (1 + std::exp(-z)); }
 MoeRouterParams params(int64_t T, int64_t E, int64_t k, int64_t ng, int64_t tg, bool renorm, double rsf) {
   MoeRouterParams p;
@@ -35,7 +31,7 @@ MoeRouterParams params(int64_t T, int64_t E, int64_t k, int64_t ng, int64_t tg, 
 // z = [2, 1, 0, -1], b = [0, 0, 1.5, 0]: the selection scores are s + b = [.881, .731, 2.0, .269], so
 // experts 2 and 0 are selected (the bias lifts 2 above 1), and weighed by their UNBIASED s.
 TEST(MoeRouterReference, TheBiasSelectsAndTheUnbiasedScoresWeigh) {
-  const Tensor z = vec({2, 1, 0, -1}, {1, 4}), b = vec({0, 0, 1.5, 0}, {4});
+  const Tensor z = f64({1, 4}, {2, 1, 0, -1}), b = f64({4}, {0, 0, 1.5, 0});
   for (Tier tier : kTiers) {
     const MoeRouterReferenceResult plain = moe_router_reference(tier, params(1, 4, 2, 1, 1, false, 2.5), z, b);
     EXPECT_EQ(plain.ids, (std::vector<double>{2, 0})) << tier_name(tier);
@@ -50,7 +46,7 @@ TEST(MoeRouterReference, TheBiasSelectsAndTheUnbiasedScoresWeigh) {
 // 4 groups of 2: group scores (sums of both) rank groups 3 and 1 first although expert 0 has the
 // largest single score; with k = 2 the best two experts of groups 1 and 3 are chosen.
 TEST(MoeRouterReference, GroupsRankByTheSumOfTheirTopTwo) {
-  const Tensor z = vec({3, -3, 1, 1.2, -2, -2, 0.9, 0.8}, {1, 8}), b = vec(std::vector<double>(8, 0.0), {8});
+  const Tensor z = f64({1, 8}, {3, -3, 1, 1.2, -2, -2, 0.9, 0.8}), b = f64({8}, std::vector<double>(8, 0.0));
   for (Tier tier : kTiers) {
     const MoeRouterReferenceResult r = moe_router_reference(tier, params(1, 8, 2, 4, 2, true, 1.0), z, b);
     EXPECT_EQ(r.ids, (std::vector<double>{3, 2})) << tier_name(tier);   // groups 1 (1.50) and 3 (1.40) beat 0 (1.00)
@@ -62,11 +58,11 @@ TEST(MoeRouterReference, GroupsRankByTheSumOfTheirTopTwo) {
 // Equal selection scores: the lower expert index ranks first; equal group scores: the lower group.
 TEST(MoeRouterReference, TiesGoToTheLowerIndex) {
   for (Tier tier : kTiers) {
-    const Tensor z = vec({0.5, 1, 0.2, 1, 0.5, 1}, {1, 6}), b = vec(std::vector<double>(6, 0.0), {6});
+    const Tensor z = f64({1, 6}, {0.5, 1, 0.2, 1, 0.5, 1}), b = f64({6}, std::vector<double>(6, 0.0));
     EXPECT_EQ(moe_router_reference(tier, params(1, 6, 2, 1, 1, true, 1.0), z, b).ids, (std::vector<double>{1, 3}))
         << tier_name(tier);
     // groups {0,1} {2,3} {4,5}: groups 1 and 2 are copies of each other and beat group 0.
-    const Tensor zg = vec({0, 0, 1, 2, 1, 2}, {1, 6});
+    const Tensor zg = f64({1, 6}, {0, 0, 1, 2, 1, 2});
     EXPECT_EQ(moe_router_reference(tier, params(1, 6, 2, 3, 1, true, 1.0), zg, b).ids, (std::vector<double>{3, 2}))
         << tier_name(tier);
   }
@@ -74,7 +70,7 @@ TEST(MoeRouterReference, TiesGoToTheLowerIndex) {
 
 // Scores far below 1e-20 in sum: the epsilon dominates the denominator, w = s / (sum + 1e-20) * rsf.
 TEST(MoeRouterReference, TheRenormEpsilonIsInTheDenominator) {
-  const Tensor z = vec({-70, -72, -80}, {1, 3}), b = vec({0, 0, 0}, {3});
+  const Tensor z = f64({1, 3}, {-70, -72, -80}), b = f64({3}, {0, 0, 0});
   const double s0 = sig(-70), s1 = sig(-72);
   for (Tier tier : kTiers) {
     const MoeRouterReferenceResult r = moe_router_reference(tier, params(1, 3, 2, 1, 1, true, 2.5), z, b);
@@ -122,7 +118,7 @@ TEST(MoeRouterReference, TiersAgreeWithAnIndependentMpfrComputation) {
   for (auto& x : s) mpfr_clear(x);
   mpfr_clears(sum, t, static_cast<mpfr_ptr>(nullptr));
   for (Tier tier : kTiers) {
-    const MoeRouterReferenceResult r = moe_router_reference(tier, params(T, E, k, 1, 1, true, 2.5), vec(z, {T, E}), vec(b, {E}));
+    const MoeRouterReferenceResult r = moe_router_reference(tier, params(T, E, k, 1, 1, true, 2.5), f64({T, E}, z), f64({E}, b));
     EXPECT_EQ(r.ids, ids) << tier_name(tier);
     const double tol = tier == Tier::f64 ? 8.0 : 1.0;
     for (size_t i = 0; i < w.size(); ++i) ASSERT_LE(std::fabs(r.weights[i] - w[i]), tol * ulp(DType::f64, w[i])) << tier_name(tier) << " " << i;
@@ -130,18 +126,18 @@ TEST(MoeRouterReference, TiersAgreeWithAnIndependentMpfrComputation) {
 }
 
 TEST(MoeRouterReference, BadParametersAndInputAreRefused) {
-  const Tensor z = vec(std::vector<double>(8, 0.5), {1, 8}), b = vec(std::vector<double>(8, 0.0), {8});
+  const Tensor z = f64({1, 8}, std::vector<double>(8, 0.5)), b = f64({8}, std::vector<double>(8, 0.0));
   EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 3, 1, true, 1.0), z, b), InputError);   // 3 does not divide 8
   EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 4, 5, true, 1.0), z, b), InputError);   // topk_group > n_group
   EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 5, 4, 2, true, 1.0), z, b), InputError);   // k > 2 groups x 2
   EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 1, 8, 1, true, 1.0), z, b), InputError);   // groups of 1
   EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 0.0), z, b), InputError);   // rsf 0
   EXPECT_THROW(moe_router_reference(Tier::f64, params(2, 8, 2, 1, 1, true, 1.0), z, b), InputError);   // logits not [2,8]
-  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), z, vec({0, 0}, {2})), InputError);
+  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), z, f64({2}, {0, 0})), InputError);
   std::vector<double> bad(8, 0.5);
   bad[3] = std::nan("");
-  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), vec(bad, {1, 8}), b), InputError);
-  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), z, vec({0, 0, 0, INFINITY, 0, 0, 0, 0}, {8})), InputError);
+  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), f64({1, 8}, bad), b), InputError);
+  EXPECT_THROW(moe_router_reference(Tier::f64, params(1, 8, 2, 1, 1, true, 1.0), z, f64({8}, {0, 0, 0, INFINITY, 0, 0, 0, 0})), InputError);
 }
 
 }  // namespace

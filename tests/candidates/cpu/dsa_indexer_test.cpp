@@ -4,7 +4,6 @@
 // bad cases refused.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
 #include "datasets/suites.h"
@@ -14,23 +13,16 @@
 namespace dg {
 namespace {
 
-double measure(const Record& r, const std::string& name) {
-  for (const OpMeasure& m : r.measures)
-    if (m.name == name) return m.value;
-  ADD_FAILURE() << "no measure " << name << " in " << r.case_str;
-  return std::nan("");
-}
-
 TEST(DsaIndexerCandidates, EverySmokeCasePassesWithoutWideMissesOrTiesAgainstTheRule) {
   for (const char* cand : {"dsa_indexer_cpu_naive_f32", "dsa_indexer_cpu_blocked_f32"})
     for (const std::string& cs : find_suite("dsa-indexer-smoke")->cases) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
-      EXPECT_EQ(measure(r, "misses_wide"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "tie_breaks"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand << " " << cs;
-      EXPECT_LT(measure(r, "score_err"), 0x1p-18) << cand << " " << cs;
-      EXPECT_GT(measure(r, "recall"), 0.99) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "misses_wide"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "tie_breaks"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cand << " " << cs;
+      EXPECT_LT(measure_value(r, "score_err"), 0x1p-18) << cand << " " << cs;
+      EXPECT_GT(measure_value(r, "recall"), 0.99) << cand << " " << cs;
     }
 }
 
@@ -41,8 +33,8 @@ TEST(DsaIndexerCandidates, NearTiesMissOnlyInsideTheBoundsAndPass) {
   for (const char* cand : {"dsa_indexer_cpu_naive_f32", "dsa_indexer_cpu_blocked_f32"}) {
     const Record r = verify_one(cand, cs, Tier::dd);
     EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << ": " << r.reason;
-    EXPECT_EQ(measure(r, "misses_wide"), 0.0) << cand;
-    EXPECT_EQ(measure(r, "tie_breaks"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "misses_wide"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "tie_breaks"), 0.0) << cand;
   }
 }
 
@@ -51,11 +43,11 @@ TEST(DsaIndexerCandidates, NearTiesMissOnlyInsideTheBoundsAndPass) {
 TEST(DsaIndexerCandidates, Fp8MissesKeysNearRankKLegitimately) {
   const Record r = verify_one("dsa_indexer_cpu_fp8_f32", "dsa_indexer(B=2,L=4096,topk=2048,regime=production,dtype=bf16,seed=0)", Tier::dd);
   EXPECT_EQ(r.disposition, Disposition::PASSED) << r.reason;
-  EXPECT_GT(measure(r, "misses"), 0.0);
-  EXPECT_EQ(measure(r, "misses_wide"), 0.0);
-  EXPECT_LT(measure(r, "recall"), 1.0);
-  EXPECT_GT(measure(r, "recall"), 0.8);
-  EXPECT_EQ(measure(r, "invalid_ids"), 0.0);
+  EXPECT_GT(measure_value(r, "misses"), 0.0);
+  EXPECT_EQ(measure_value(r, "misses_wide"), 0.0);
+  EXPECT_LT(measure_value(r, "recall"), 1.0);
+  EXPECT_GT(measure_value(r, "recall"), 0.8);
+  EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0);
 }
 
 TEST(DsaIndexerCandidates, IdsAreI32AndTheRowIsItsMeasures) {

@@ -3,7 +3,6 @@
 // miss legitimately and pass; bad cases refused.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
 #include "datasets/suites.h"
@@ -13,22 +12,15 @@
 namespace dg {
 namespace {
 
-double measure(const Record& r, const std::string& name) {
-  for (const OpMeasure& m : r.measures)
-    if (m.name == name) return m.value;
-  ADD_FAILURE() << "no measure " << name << " in " << r.case_str;
-  return std::nan("");
-}
-
 TEST(KpoolIndexerCandidates, EverySmokeCasePassesWithoutWideMissesOrTiesAgainstTheRule) {
   for (const char* cand : {"kpool_indexer_cpu_naive_f32", "kpool_indexer_cpu_pooled_f32"})
     for (const std::string& cs : find_suite("kpool-indexer-smoke")->cases) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
-      EXPECT_EQ(measure(r, "misses_wide"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "tie_breaks"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand << " " << cs;
-      EXPECT_GT(measure(r, "recall"), 0.99) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "misses_wide"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "tie_breaks"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cand << " " << cs;
+      EXPECT_GT(measure_value(r, "recall"), 0.99) << cand << " " << cs;
     }
 }
 
@@ -37,7 +29,7 @@ TEST(KpoolIndexerCandidates, NearTiesMissOnlyInsideTheBoundsAndPass) {
   for (const char* cand : {"kpool_indexer_cpu_naive_f32", "kpool_indexer_cpu_pooled_f32"}) {
     const Record r = verify_one(cand, cs, Tier::dd);
     EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << ": " << r.reason;
-    EXPECT_EQ(measure(r, "misses_wide"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "misses_wide"), 0.0) << cand;
   }
 }
 

@@ -4,7 +4,6 @@
 // cases refused.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
 #include "datasets/suites.h"
@@ -14,23 +13,16 @@
 namespace dg {
 namespace {
 
-double measure(const Record& r, const std::string& name) {
-  for (const OpMeasure& m : r.measures)
-    if (m.name == name) return m.value;
-  ADD_FAILURE() << "no measure " << name << " in " << r.case_str;
-  return std::nan("");
-}
-
 TEST(MoeRouterCandidates, EverySmokeCasePassesWithoutWideFlipsOrTiesAgainstTheRule) {
   for (const char* cand : {"moe_router_cpu_naive_f32", "moe_router_cpu_grouped_f32"})
     for (const std::string& cs : find_suite("moe-router-smoke")->cases) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
-      EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "ties"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand << " " << cs;
-      EXPECT_LT(measure(r, "weight_err"), 0x1p-20) << cand << " " << cs;
-      EXPECT_GT(measure(r, "set_agreement"), 0.4) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "flips_wide"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "ties"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cand << " " << cs;
+      EXPECT_LT(measure_value(r, "weight_err"), 0x1p-20) << cand << " " << cs;
+      EXPECT_GT(measure_value(r, "set_agreement"), 0.4) << cand << " " << cs;
     }
 }
 
@@ -41,10 +33,10 @@ TEST(MoeRouterCandidates, NearTiesFlipOnlyAtNarrowMarginsAndPass) {
   for (const char* cand : {"moe_router_cpu_naive_f32", "moe_router_cpu_grouped_f32"}) {
     const Record r = verify_one(cand, cs, Tier::dd);
     EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << ": " << r.reason;
-    EXPECT_LT(measure(r, "set_agreement"), 1.0) << cand;
-    EXPECT_GT(measure(r, "flip_rate.margin<2^-20"), 0.0) << cand;
-    EXPECT_EQ(measure(r, "flip_rate.margin>=2^-12"), 0.0) << cand;
-    EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand;
+    EXPECT_LT(measure_value(r, "set_agreement"), 1.0) << cand;
+    EXPECT_GT(measure_value(r, "flip_rate.margin<2^-20"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "flip_rate.margin>=2^-12"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "flips_wide"), 0.0) << cand;
   }
 }
 

@@ -16,21 +16,14 @@
 namespace dg {
 namespace {
 
-double measure(const Record& r, const std::string& name) {
-  for (const OpMeasure& m : r.measures)
-    if (m.name == name) return m.value;
-  ADD_FAILURE() << "no measure " << name << " in " << r.case_str;
-  return std::nan("");
-}
-
 TEST(SamplerCandidates, EverySmokeCasePassesWithoutWideFlipsOrInvalidTokens) {
   for (const char* cand : {"sampler_cpu_naive_f32", "sampler_cpu_vllm_f32"})
     for (const std::string& cs : find_suite("sampler-smoke")->cases) {
       const Record r = verify_one(cand, cs, Tier::dd);
       EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << " " << cs << ": " << r.reason;
-      EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand << " " << cs;
-      EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand << " " << cs;
-      EXPECT_GE(measure(r, "token_agreement"), 0.75) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "flips_wide"), 0.0) << cand << " " << cs;
+      EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cand << " " << cs;
+      EXPECT_GE(measure_value(r, "token_agreement"), 0.75) << cand << " " << cs;
     }
 }
 
@@ -43,7 +36,7 @@ TEST(SamplerCandidates, IdsAreI32AndGreedyAgreesExactly) {
   EXPECT_EQ(r.disposition, Disposition::PASSED) << r.reason;
   EXPECT_TRUE(r.outputs.empty());
   EXPECT_EQ(r.measures.size(), 7u);
-  EXPECT_EQ(measure(r, "token_agreement"), 1.0);
+  EXPECT_EQ(measure_value(r, "token_agreement"), 1.0);
   EXPECT_NE(drift_table({r}).find("flips_wide 0, invalid_ids 0, token_agreement 1"), std::string::npos) << drift_table({r});
 }
 
@@ -73,8 +66,8 @@ TEST(SamplerCandidates, TheTopPEdgeFlipsOnlyAtNarrowMarginsAndPasses) {
   for (const char* cand : {"sampler_cpu_naive_f32", "sampler_cpu_vllm_f32"}) {
     const Record r = verify_one(cand, cs, Tier::dd);
     EXPECT_EQ(r.disposition, Disposition::PASSED) << cand << ": " << r.reason;
-    EXPECT_EQ(measure(r, "flips_wide"), 0.0) << cand;
-    EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "flips_wide"), 0.0) << cand;
+    EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cand;
   }
 }
 
@@ -153,12 +146,12 @@ TEST(SamplerCandidates, RejectionSamplerIsJudgedByTheDistributionOfItsDraws) {
     EXPECT_EQ(tv->limit, 1.0);
     EXPECT_NE(tv->detail.find("power 95%"), std::string::npos) << tv->detail;
     EXPECT_EQ(find(r, "flips_wide"), nullptr);
-    EXPECT_EQ(measure(r, "invalid_ids"), 0.0) << cs;
+    EXPECT_EQ(measure_value(r, "invalid_ids"), 0.0) << cs;
     const Record race = verify_one("sampler_cpu_vllm_f32", cs);
     EXPECT_EQ(race.disposition, Disposition::PASSED) << cs << ": " << race.reason;
     EXPECT_EQ(find(race, "distribution_tv"), nullptr);
-    EXPECT_GT(measure(race, "token_agreement"), 0.8) << cs;   // the flat rows' bf16 ties flip legitimately
-    EXPECT_LT(measure(r, "token_agreement"), measure(race, "token_agreement") - 0.3) << cs;
+    EXPECT_GT(measure_value(race, "token_agreement"), 0.8) << cs;   // the flat rows' bf16 ties flip legitimately
+    EXPECT_LT(measure_value(r, "token_agreement"), measure_value(race, "token_agreement") - 0.3) << cs;
   }
   const Record one = verify_one("sampler_cpu_rejection_f32", "sampler(B=8,V=4096,top_k=20,top_p=0.9,regime=flat,dtype=bf16,seed=0)");
   EXPECT_EQ(one.disposition, Disposition::PASSED) << one.reason;
