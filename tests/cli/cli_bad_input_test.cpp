@@ -97,7 +97,11 @@ TEST(CliBadInput, ShapeProductsThatOverflowAreRefused) {
 
 TEST(CliBadInput, DecodeLayerKindsAndShapesAreChecked) {
   const std::string shape = "T=2,B=1,D=32,H=1,K=8,E=4,I=16";
-  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=mla," + shape + ",k=2)'"), "mla_decode");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=mla,T=2,B=1,D=32,H=200,K=8,E=4,I=16,k=2)'"),
+                   "H (query heads) must be at most 128");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=mla," + shape + ",k=2,dc=2048)'"), "dc must be in [1, 1024]");
+  EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=mla," + shape + ",k=2,regime=long_memory)'"),
+                   "the long_memory regime is the KDA layer's");
   EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=dense," + shape + ",k=2)'"), "kind must be linear or mla");
   EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=linear," + shape + ",k=8)'"), "need 1 <= k <= E");
   EXPECT_BAD_INPUT(run("verify --case 'decode_layer(kind=linear,T=2,B=1,D=32,H=1,K=512,E=4,k=2,I=16)'"), "K must be in [1, 256]");
