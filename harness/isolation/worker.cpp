@@ -301,6 +301,18 @@ namespace {
 // Whether the kernel refused memfd sealing as such (not a failure of this machine's resources).
 bool sealing_unsupported(int e) { return e == ENOSYS || e == EINVAL || e == EPERM || e == EACCES; }
 
+// Seals a memfd against writes and resizing. The kernel answers EBUSY while pages of the file are
+// still pinned (it waits a little for them itself); the pages sendfile() just filled can be, briefly
+// (one gate resumed in a full test run read "sealing the inputs: Device or resource busy"), so
+// EBUSY is retried for up to about 200 ms.
+bool add_seals(int fd) {
+  for (int attempt = 0;; ++attempt) {
+    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) return true;
+    if (errno != EBUSY || attempt == 20) return false;
+    ::usleep(10000);
+  }
+}
+
 }  // namespace
 
 WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str) : case_str_(case_str) {
@@ -337,7 +349,7 @@ WorkerInputs::WorkerInputs(const TensorMap& inputs, const std::string& case_str)
         }
       }
       ::close(src);
-      if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      if (!add_seals(fd_)) {
         if (!sealing_unsupported(errno)) fail_errno("sealing the inputs", errno);
         refused = errno;
         ::close(fd_);

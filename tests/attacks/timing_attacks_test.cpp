@@ -322,6 +322,22 @@ TEST(TimingGate, APatchThatSlowsTheBaseToItsOwnSpeedIsNeverMerged) {
   expect_rejected_by(r, "base_alone");
 }
 
+// A patch's freed buffers do not change the base's speed: glibc raises its mmap threshold once a
+// large block is freed, and the oneDNN patch's did so in the process it shares with the base, which
+// then ran 2.1x faster beside it than in its worker alone (rule base_alone unsettled, CANNOT_JUDGE).
+// Every timing worker now starts its allocator at the raised thresholds.
+TEST(TimingGate, APatchsFreedBuffersDoNotChangeTheBasesSpeed) {
+  const std::string dir = out_dir("allocator_history");
+  std::filesystem::remove_all(dir);
+  const Result r = run("gate --threads 1 --base attention_decode_cpu_splitkv_f32 --patch attention_decode_cpu_onednn_f32 "
+                       "--case 'attention_decode(B=1,n_h=4,n_kv=1,d=128,page=64,split=16,ctx=32768,regime=few_dominant,"
+                       "dtype=bf16,seed=0)' --out " + dir);
+  if (r.out.find("NOT_SUPPORTED") != std::string::npos) GTEST_SKIP() << "oneDNN is not in this build: " << r.out;
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("timing_settled"))) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("INVALID"))) << r.out;
+}
+
 // A timing settles rule base_alone only when the base beside the patch ran at 1/1.2 to 1.1 of its
 // time alone: a slow alone worker (0.51x [0.46, 0.91]) would hide a slowdown that merely failed to
 // break the rule, and a reading past 1.1 with a wide interval (1.17x [0.94, 1.25]) did not tell.
