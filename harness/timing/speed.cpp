@@ -63,6 +63,14 @@ bool base_alone_settled(const BenchSamples& base) {
 
 namespace {
 
+// A retime clears a first timing that read the base slower beside the patch than alone beyond the
+// tolerance only when its interval lies wholly below the first one: evidence that the first was
+// noise, not a second draw that missed (a 1.3x cheat read 1.28x [1.27, 1.31], then 1.04x [0.86,
+// 1.31] at its retime, and MERGEd).
+bool clears(const BenchSamples& first, const BenchSamples& again) {
+  return !(first.alone_calls > 0 && first.alone_lo > 1 + kBaseAloneTolerance) || again.alone_hi < first.alone_lo;
+}
+
 std::string unsettled_text(const std::string& base, const BenchSamples& s) {
   return fmt::format("{} beside the patch at {:.2f}x [{:.2f}, {:.2f}] of its time alone, outside [{:.2f}, {:.2f}]", base,
                      s.alone_ratio, s.alone_lo, s.alone_hi, kBaseAloneHiddenBelow, 1 + kBaseAloneTolerance);
@@ -90,8 +98,14 @@ SpeedRow settle_base_alone(const TimingRequest& req, const Case& c, const Policy
     SpeedRow next = speed_row(again, c, p, m);
     next.retimed = why;
     if (!unsettled.empty()) next.retimed += fmt::format("; then {}", fmt::join(unsettled, "; then "));
-    if (!next.invalid.empty() || base_alone_settled(again[0]) || (!broken && next.verdict == "SLOWER")) return next;
-    unsettled.push_back(unsettled_text(base, again[0]));
+    if (!next.invalid.empty() || (base_alone_settled(again[0]) && clears(first[0], again[0])) ||
+        (!broken && next.verdict == "SLOWER"))
+      return next;
+    unsettled.push_back(base_alone_settled(again[0])
+                            ? fmt::format("{} beside the patch at {:.2f}x [{:.2f}, {:.2f}] of its time alone, not clear of the "
+                                          "first timing's lower end {:.2f}",
+                                          base, again[0].alone_ratio, again[0].alone_lo, again[0].alone_hi, first[0].alone_lo)
+                            : unsettled_text(base, again[0]));
     r = next;
   }
   const std::string story = fmt::format("not settled in {} timings in fresh workers: the first: {}; then {}",
