@@ -651,6 +651,7 @@ CLI::App* add_bench_worker(CLI::App& app, TimingRequest& tr, std::string& tr_rep
   bench_worker->add_option("--case", tr.case_str)->required();
   bench_worker->add_option("--max-time", tr.max_time_s);
   bench_worker->add_option("--min-reps", tr.min_repetitions);
+  bench_worker->add_option("--max-reps", tr.max_repetitions);
   bench_worker->add_option("--confidence", tr.confidence);
   bench_worker->add_option("--target-halfwidth", tr.target_halfwidth);
   bench_worker->add_option("--interim-confidence", tr.interim_confidence);

@@ -79,7 +79,8 @@ std::string unsettled_text(const std::string& base, const BenchSamples& s) {
 // Rule base_alone compares two processes, and on a loaded machine one process can run a short
 // kernel slower than another for its whole life (1 honest run in 8 at T=64, 40-130 us calls, read
 // the base 1.9x slower beside the patch than alone; under load either worker ran 2x slow for a
-// whole timing). A case whose first timing broke only this rule, or did not settle it
+// whole timing, though part of that was an alone worker that stopped after 200 rounds of a longer
+// comparison: timing_worker.cpp alone_worker_args). A case whose first timing broke only this rule, or did not settle it
 // (base_alone_settled: a 1.3x cheat read 0.45x there, its slowdown hidden by a slow alone worker,
 // and MERGEd), is timed again in fresh workers, at most kBaseAloneRetimes times, and the first
 // retime that settles it, or breaks a rule, is the row. When no retime settles it: a first timing

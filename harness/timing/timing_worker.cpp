@@ -680,9 +680,14 @@ std::vector<std::string> alone_worker_args(std::vector<std::string> alone_args, 
   alone_args.erase(first, alone_args.end());   // the candidates come last: the base's alone
   alone_args.insert(alone_args.end(), {"--candidate", req.candidates[0]});
   if (!cpus.empty()) alone_args.insert(alone_args.end(), {"--cpus", cpu_list_text(cpus)});
-  // It runs for as long as the shared worker does, which hangs up on it.
+  // It runs for as long as the shared worker does, which hangs up on it: its calls must span the
+  // same rounds as the base's beside the patch. (Left at the bench's cap of 200 calls, the alone
+  // worker stopped after the first 200 rounds of a comparison that took 549 to 2776, so the rule
+  // compared the base beside the patch over the whole timing with the base alone over its start: a
+  // machine slower then hid a 1.3x cheat, 0.99x beside over alone, and it MERGEd in a CI run.)
   alone_args[std::find(alone_args.begin(), alone_args.end(), "--max-time") - alone_args.begin() + 1] =
       fmt::format("{}", lim.wall_seconds);
+  alone_args.insert(alone_args.end(), {"--max-reps", std::to_string(kMaxTimedPairs)});
   return alone_args;
 }
 
@@ -1060,6 +1065,7 @@ int timing_worker_main(const TimingRequest& req, const std::string& report) {
   BenchOptions bo;
   bo.max_time_s = req.max_time_s;
   bo.min_repetitions = req.min_repetitions;
+  if (req.max_repetitions > 0) bo.max_repetitions = std::max(req.max_repetitions, req.min_repetitions);
   std::unique_ptr<ChannelHook> hook;
   if (req.channel) {
     hook = std::make_unique<ChannelHook>(3, 4);

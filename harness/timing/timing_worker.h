@@ -121,6 +121,7 @@ struct TimingRequest {
   std::string case_str;
   double max_time_s = 10;
   int min_repetitions = 7;
+  int max_repetitions = 0;   // 0: BenchOptions' default (200); a comparison's stop rule raises it
   // Adaptive stop between rounds (two candidates): the bootstrap interval of the ratio of their
   // medians at `confidence` is narrower than +-target_halfwidth (relative). 0: no early stop.
   double confidence = 0.95;

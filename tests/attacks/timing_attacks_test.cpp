@@ -322,6 +322,29 @@ TEST(TimingGate, APatchThatSlowsTheBaseToItsOwnSpeedIsNeverMerged) {
   expect_rejected_by(r, "base_alone");
 }
 
+// Rule base_alone compares the base beside the patch with the base alone over the same rounds: its
+// worker of its own takes a call in every round for as long as the comparison runs. (It stopped at
+// the bench's cap of 200 calls, so in a comparison of 549 rounds the rule set the base beside the
+// patch over the whole timing against the base alone over its first 200 rounds, and a machine
+// slower then hid the 1.3x kda_cheat_patch_base_even: 0.99x, MERGE, in a CI run.) An A/A
+// comparison under a policy that never calls a speed the same runs to its budget.
+TEST(TimingGate, TheBaseAloneIsTimedInEveryRoundOfALongComparison) {
+  const std::string dir = out_dir("alone_every_round");
+  const std::string policy = ::testing::TempDir() + "/dg_timing_gate_long.toml";
+  std::ofstream(policy) << "[throughput]\nmax_time_s = 2\nmin_effect = 0\ntarget_halfwidth = 0.001\n";
+  std::filesystem::remove_all(dir);
+  const Result r = run("gate --threads 1 --base kda_cpu_recurrent_f32 --patch kda_cpu_recurrent_f32 --case "
+                       "'kda(T=64,H=2,K=64,V=64,regime=kimi_linear,dtype=bf16,seed=0)' --policy " + policy + " --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  std::ifstream f(dir + "/verdict.json");
+  const nlohmann::json speed = nlohmann::json::parse(f).at("rows").at(0).at("speed");
+  const int pairs = speed.at("samples_base").get<int>();
+  const int alone = speed.at("base_alone").at("calls_alone").get<int>();
+  ASSERT_GT(pairs, 200) << "the comparison ended before the old cap; nothing to tell: " << speed.dump();
+  EXPECT_GE(alone, pairs - 1) << speed.dump();
+  EXPECT_LE(alone, pairs + 1) << speed.dump();
+}
+
 // A patch's freed buffers do not change the base's speed: glibc raises its mmap threshold once a
 // large block is freed, and the oneDNN patch's did so in the process it shares with the base, which
 // then ran 2.1x faster beside it than in its worker alone (rule base_alone unsettled, CANNOT_JUDGE).
