@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "candidates/cpu/op_io.h"
+#include "candidates/cpu/sampler_rows.h"
 #include "harness/cases/registry.h"
 #include "harness/ops/sampler.h"
 
@@ -147,29 +148,15 @@ int64_t sample_vllm(const SamplerParams& p, const std::vector<float>& l, const s
   return argmax_first(ratio);
 }
 
-RunFn make(int64_t (*sample)(const SamplerParams&, const std::vector<float>&, const std::vector<float>&)) {
-  return [sample](const Case& c, const TensorMap& in, TensorMap& out) {
-    const SamplerParams p = sampler_params(c);
-    const std::string op = c.op();
-    std::vector<float> l(static_cast<size_t>(p.V)), u(l.size());
-    Tensor& ids = need_out(out, "token_ids", p.B, op);
-    for (int64_t b = 0; b < p.B; ++b) {
-      load_row(need(in, "logits", op), b * p.V, p.V, l.data());
-      load_row(need(in, "uniforms", op), b * p.V, p.V, u.data());
-      ids.set(b, static_cast<double>(sample(p, l, u)));
-    }
-  };
-}
-
 }  // namespace
 
 DG_REGISTER_CANDIDATE(sampler_cpu_naive_f32,
                       {"sampler_cpu_naive_f32", "sampler", "cpu", "naive", DType::f32, DType::f32, DType::f32,
                        "plain f32 loops: l / T, min-p, top-k by a sort, top-p by an ascending cumsum, p / E race (the policy's naive)"},
-                      make(sample_naive));
+                      sampler_cpu::rows(sample_naive));
 DG_REGISTER_CANDIDATE(sampler_cpu_vllm_f32,
                       {"sampler_cpu_vllm_f32", "sampler", "cpu", "vllm", DType::f32, DType::f32, DType::f32,
                        "vLLM V1's order and roundings in f32: -inf masks, one ascending sort, cumsum over the row, softmax, p / q"},
-                      make(sample_vllm));
+                      sampler_cpu::rows(sample_vllm));
 
 }  // namespace dg

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "candidates/cpu/op_io.h"
+#include "candidates/cpu/sampler_rows.h"
 #include "harness/cases/registry.h"
 #include "harness/ops/sampler.h"
 
@@ -117,17 +118,9 @@ inline int64_t sample(const SamplerParams& p, const Hooks& h, const std::vector<
 }
 
 inline RunFn make(Hooks h) {
-  return [h](const Case& c, const TensorMap& in, TensorMap& out) {
-    const SamplerParams p = sampler_params(c);
-    const std::string op = c.op();
-    std::vector<float> l(static_cast<size_t>(p.V)), u(l.size());
-    Tensor& ids = need_out(out, "token_ids", p.B, op);
-    for (int64_t b = 0; b < p.B; ++b) {
-      load_row(need(in, "logits", op), b * p.V, p.V, l.data());
-      load_row(need(in, "uniforms", op), b * p.V, p.V, u.data());
-      ids.set(b, static_cast<double>(sample(p, h, l, u)));
-    }
-  };
+  return sampler_cpu::rows([h](const SamplerParams& p, const std::vector<float>& l, const std::vector<float>& u) {
+    return sample(p, h, l, u);
+  });
 }
 
 }  // namespace dg::sampler_rejection
