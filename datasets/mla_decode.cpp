@@ -149,6 +149,22 @@ DG_REGISTER_SUITE(mla_decode_gate,
                             MLA("B=2,n_h=8,d_c=512,rope=64,page=64,split=2,ctx=500,topk=256,regime=large_logits,dtype=bf16,seed=0"),
                         },
                         "dd"});
+// mla-decode-gpu: what scripts/gpu-check.sh benches: DeepSeek-V3's MLA on one rank of TP 8 (16 q
+// heads over the 576 latent), FlashMLA's page 64, bf16, dense at B = 1, 8, 32 sequences of 32K,
+// 8K and 4K context, split so that every sequence's share is 1K to 2K tokens; FP8 pages at B = 8;
+// sparse top-2048 (DSA) at B = 8 over 16K. f64 reference (every candidate's softmax is f32).
+DG_REGISTER_SUITE(mla_decode_gpu,
+                  Suite{"mla-decode-gpu", "absorbed MLA decode at DeepSeek-V3's TP-8 shape (16 q heads, the 576 latent, "
+                        "page 64): dense at B = 1, 8, 32 and 32K, 8K, 4K context, FP8 pages at B = 8, sparse top-2048 at "
+                        "B = 8 over 16K (f64 reference)",
+                        {
+                            MLA("B=1,n_h=16,d_c=512,rope=64,page=64,split=32,ctx=32768,regime=typical,dtype=bf16,seed=0"),
+                            MLA("B=8,n_h=16,d_c=512,rope=64,page=64,split=8,ctx=8192,regime=typical,dtype=bf16,seed=0"),
+                            MLA("B=32,n_h=16,d_c=512,rope=64,page=64,split=2,ctx=4096,regime=typical,dtype=bf16,seed=0"),
+                            MLA("B=8,n_h=16,d_c=512,rope=64,page=64,split=8,ctx=8192,kv=fp8,kv_scale=0.037,regime=typical,dtype=bf16,seed=0"),
+                            MLA("B=8,n_h=16,d_c=512,rope=64,page=64,split=2,ctx=16384,topk=2048,regime=typical,dtype=bf16,seed=0"),
+                        },
+                        "f64"});
 #undef MLA
 
 }  // namespace

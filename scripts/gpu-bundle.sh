@@ -15,7 +15,7 @@ bash "$root/scripts/build.sh" -DDRIFTGATE_CUDA=ON >/dev/null
 rm -rf "$dir"
 mkdir -p "$dir/bin" "$dir/lib"
 cp "$build/driftgate" "$build/tests/cuda_device_test" "$build/tests/cuda_kda_test" "$build/tests/cuda_layer_ops_test" \
-  "$build/tests/cuda_attention_decode_test" "$dir/bin/"
+  "$build/tests/cuda_attention_decode_test" "$build/tests/cuda_mla_decode_test" "$dir/bin/"
 # strace, where this machine has it: gpu-check.sh traces the sandbox's failed calls with it.
 if [ -x /usr/bin/strace ]; then cp /usr/bin/strace "$dir/bin/"; fi
 for b in "$dir"/bin/*; do

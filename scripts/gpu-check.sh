@@ -3,18 +3,20 @@
 # candidates, run the CUDA unit tests, `driftgate selftest`, `verify` of the CUDA candidates on
 # kda-smoke, kda-regimes and layer-smoke (beside the CPU candidates of the same algorithms), of the
 # layer ops' CUDA candidates (rmsnorm, add_rmsnorm, swiglu, the cuBLASLt gemm, rope, the MoE router,
-# the block-scaled FP8 cuBLASLt gemm, the split-KV paged decode attention) on their smoke suites, the
-# gate of the decode kernel against the CPU decode, the bench of the decode kernels at B = 1, 8,
-# 64, 256 sequences (H=32, K=V=128), the bench of the split-KV decode attention kernel on
+# the block-scaled FP8 cuBLASLt gemm, the split-KV paged decode attention, the packed MLA decode) on
+# their smoke suites, the gate of the decode kernel against the CPU decode, the bench of the decode
+# kernels at B = 1, 8, 64, 256 sequences (H=32, K=V=128), the bench of the split-KV decode attention kernel on
 # attention-decode-gpu (GLM-4.5's 12 q heads over 1 kv head of 128 per TP-8 rank, page 16: B = 1, 8,
-# 64 at 32K, 8K, 4K context, and FP8 pages at B = 8), and the decode kernel's bandwidth target: at least 70% of the
+# 64 at 32K, 8K, 4K context, and FP8 pages at B = 8), the bench of the MLA decode kernel on mla-decode-gpu
+# (DeepSeek-V3's 16 q heads per TP-8 rank over the 576 latent, page 64: dense at B = 1, 8, 32, FP8
+# pages, sparse top-2048), and the decode kernel's bandwidth target: at least 70% of the
 # device's peak at B >= 64 (scripts/hbm-target.awk). First, the sandbox diagnosis (below); then the
 # GPU steps, and selftest last, so the budget reaches the GPU. Everything lands in one folder (default results/gpu-check), with a
 # summary.txt of what ran and how it ended.
 #
 #   scripts/gpu-check.sh [--out DIR] [--prebuilt DIR] [--budget SECONDS] [--steps LIST]
 #
-# --steps: a comma list of the steps to run (cuda-tests, bench-decode, bench-attention, verify-smoke,
+# --steps: a comma list of the steps to run (cuda-tests, bench-decode, bench-attention, bench-mla, verify-smoke,
 # verify-layer, verify-layer-ops, verify-regimes, gate-decode, selftest; default all); the sandbox diagnosis always
 # runs.
 # --prebuilt DIR uses binaries made by scripts/gpu-bundle.sh (DIR/bin, DIR/lib) instead of building:
@@ -166,7 +168,8 @@ fi
 
 # The GPU steps first, so the budget reaches them; selftest (CPU canaries) last.
 step cuda-tests "$out/cuda-tests.log" bash -c \
-  "'$tests/cuda_device_test' && '$tests/cuda_kda_test' && '$tests/cuda_layer_ops_test' && '$tests/cuda_attention_decode_test'"
+  "'$tests/cuda_device_test' && '$tests/cuda_kda_test' && '$tests/cuda_layer_ops_test' && '$tests/cuda_attention_decode_test' \
+   && '$tests/cuda_mla_decode_test'"
 step bench-decode "$out/bench-decode.log" "$dg" bench --suite kda-decode-gpu --max-time 4 \
   --candidate kda_decode_cuda_f32state,kda_decode_cuda_f32state_fused --json "$out/bench-decode.json"
 if [ -f "$out/bench-decode.log" ]; then
@@ -178,6 +181,9 @@ fi
 step bench-attention "$out/bench-attention.log" "$dg" bench --suite attention-decode-gpu --max-time 4 \
   --candidate attention_decode_cuda_splitkv_f32 --json "$out/bench-attention.json"
 ran_on_device bench-attention "$out/bench-attention.log"
+step bench-mla "$out/bench-mla.log" "$dg" bench --suite mla-decode-gpu --max-time 4 \
+  --candidate mla_decode_cuda_packed_f32 --json "$out/bench-mla.json"
+ran_on_device bench-mla "$out/bench-mla.log"
 step verify-smoke "$out/verify-smoke.log" "$dg" verify --suite kda-smoke --certify \
   --candidate kda_decode_cuda_f32state,kda_cuda_chunk_bf16,kda_decode_cpu_f32,kda_cpu_chunk_bf16 \
   --json "$out/verify-smoke.json"
@@ -195,7 +201,8 @@ layer_ops=("rmsnorm-smoke rmsnorm_cuda_bf16,rmsnorm_cpu_blocked_bf16"
            "rope-smoke rope_cuda_bf16,rope_cpu_cache_bf16"
            "moe-router-smoke moe_router_cuda_f32,moe_router_cpu_naive_f32"
            "gemm-fp8-block-smoke gemm_fp8_block_cuda_cublaslt,gemm_fp8_block_cpu_deepgemm_bf16"
-           "attention-decode-smoke attention_decode_cuda_splitkv_f32,attention_decode_cpu_splitkv_f32")
+           "attention-decode-smoke attention_decode_cuda_splitkv_f32,attention_decode_cpu_splitkv_f32"
+           "mla-decode-smoke mla_decode_cuda_packed_f32,mla_decode_cpu_packed_f32")
 layer_ops_cmd="rc=0; "
 for pair in "${layer_ops[@]}"; do
   read -r suite cands <<<"$pair"

@@ -4,6 +4,7 @@
 #include "candidates/cuda/device.h"
 #include "candidates/cuda/gemm_cublaslt.h"
 #include "candidates/cuda/kda_cuda.h"
+#include "candidates/cuda/mla_decode.h"
 #include "candidates/cuda/moe_router.h"
 #include "candidates/cuda/rmsnorm.h"
 #include "candidates/cuda/rope.h"
@@ -31,6 +32,7 @@ void gemm_fp8_block_cuda_cublaslt(const Case&, const TensorMap&, TensorMap&) { t
 void rope_cuda_bf16(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void moe_router_cuda_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void attention_decode_cuda_splitkv_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
+void mla_decode_cuda_packed_f32(const Case&, const TensorMap&, TensorMap&) { throw NotSupported(kReason); }
 void register_cuda_device_ops() {}
 
 }  // namespace dg
