@@ -7,7 +7,7 @@
 //                                 GEMMs (a GPU block's reduction order, FMA), the grouped router, the
 //                                 packed split-KV mla_decode
 //   decode_layer_cpu_fused_f32    one kernel per token: every op's math written out here in f32 (FMA
-//                                 dot products), no call to another candidate; kind=linear only
+//                                 dot products), no call to another candidate; both kinds
 // Each op's candidate runs on its own case (decode_layer_ops: dtype f32, so no op rounds the residual
 // stream) and reads its inputs as they come: the stored bf16 weights, the f32 values of the op before.
 #include "candidates/cpu/decode_layer.h"
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -344,11 +345,9 @@ std::vector<float> moe(const DecodeLayerParams& p, const TensorMap& in, const fl
   return m;
 }
 
-// One token b of the step against pool slot s: y = the layer's output.
-void token(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int64_t b, int64_t s, float* y) {
+// kind=linear: the in-projection, the three convs and the KDA heads against pool slot s, the o-projection.
+std::vector<float> kda_attention(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int64_t s, const std::vector<float>& a) {
   const int64_t D = p.D, H = p.H, K = p.K, HK = p.HK();
-  const std::vector<float> x = load(in.at("x"), b * D, D);
-  const std::vector<float> a = rmsnorm(x.data(), load(in.at("in_norm"), 0, D), static_cast<float>(p.eps));
   const std::vector<float> pr = matvec(in.at("w_in"), 0, p.n_in(), D, a.data());
   std::vector<float> qkv(static_cast<size_t>(3 * HK)), o(static_cast<size_t>(HK));
   conv(p, in.at("wq"), out.at("conv_q"), s, pr.data() + p.col_q(), qkv.data());
@@ -358,7 +357,60 @@ void token(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int6
   for (int64_t h = 0; h < H; ++h)
     kda_head(p, in, h, qkv.data() + h * K, qkv.data() + HK + h * K, qkv.data() + 2 * HK + h * K, pr.data() + p.col_g() + h * K,
              pr[size_t(p.col_beta() + h)], pr.data() + p.col_ogate() + h * K, state + h * K * K, o.data() + h * K);
-  const std::vector<float> att = matvec(in.at("w_o"), 0, D, HK, o.data());
+  return matvec(in.at("w_o"), 0, D, HK, o.data());
+}
+
+// One MLA head on its absorbed query qt [dc] over the latent rows [0, n) of lat: scores by FMA dot
+// products times the configured scale, one online softmax in row order (f32 m, l and acc, rescaled
+// at each new maximum), then W_UV,h (rows dn.. of the head's block of w_kvb) on acc / l into oh [dv].
+void mla_head(const DecodeLayerParams& p, const TensorMap& in, int64_t h, const std::vector<float>& qt, const float* lat, int64_t n,
+              float* oh) {
+  const int64_t dc = p.dc;
+  const float scale = p.mla_scale();
+  float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+  std::vector<float> acc(static_cast<size_t>(dc), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* r = lat + t * dc;
+    const float sc = dot(qt.data(), r, dc) * scale;
+    const float m_new = std::max(m, sc), alpha = std::exp(m - m_new), e = std::exp(sc - m_new);
+    l = l * alpha + e;
+    for (int64_t j = 0; j < dc; ++j) acc[size_t(j)] = std::fma(e, r[j], acc[size_t(j)] * alpha);
+    m = m_new;
+  }
+  for (float& v : acc) v = v / l;   // n >= 1: the token's own row is always there
+  const std::vector<float> o = matvec(in.at("w_kvb"), h * p.kvb_rows() + p.dn, p.dv, dc, acc.data());
+  std::copy(o.begin(), o.end(), oh);
+}
+
+// kind=mla against latent page s (rows [0, ctx) cached, row ctx this token's): q_a, q_norm, q_b;
+// kv_a, kv_norm, the row written before the attention; per head W_UK,h absorbed into the query (its
+// rows scaled by q_h and added in increasing row order), mla_head; the o-projection.
+std::vector<float> mla_attention(const DecodeLayerParams& p, const TensorMap& in, Tensor& pool, int64_t s, const std::vector<float>& a) {
+  const int64_t H = p.H, dc = p.dc, dn = p.dn, page = pool.dim(1);
+  const float eps = static_cast<float>(p.eps);
+  const std::vector<float> cq = rmsnorm(matvec(in.at("w_qa"), 0, p.ql, p.D, a.data()).data(), load(in.at("q_norm"), 0, p.ql), eps);
+  const std::vector<float> q = matvec(in.at("w_qb"), 0, H * dn, p.ql, cq.data());
+  const std::vector<float> ckv = rmsnorm(matvec(in.at("w_kva"), 0, dc, p.D, a.data()).data(), load(in.at("kv_norm"), 0, dc), eps);
+  float* lat = pool.data<float>() + s * page * dc;
+  std::copy(ckv.begin(), ckv.end(), lat + p.ctx * dc);
+  std::vector<float> heads(static_cast<size_t>(H * p.dv)), qt(static_cast<size_t>(dc)), row(static_cast<size_t>(dc));
+  for (int64_t h = 0; h < H; ++h) {
+    std::fill(qt.begin(), qt.end(), 0.0f);
+    for (int64_t i = 0; i < dn; ++i) {
+      load_row(in.at("w_kvb"), (h * p.kvb_rows() + i) * dc, dc, row.data());
+      for (int64_t j = 0; j < dc; ++j) qt[size_t(j)] = std::fma(q[size_t(h * dn + i)], row[size_t(j)], qt[size_t(j)]);
+    }
+    mla_head(p, in, h, qt, lat, p.ctx + 1, heads.data() + h * p.dv);
+  }
+  return matvec(in.at("w_o"), 0, p.D, H * p.dv, heads.data());
+}
+
+// One token b of the step against pool slot s: y = the layer's output.
+void token(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int64_t b, int64_t s, float* y) {
+  const int64_t D = p.D;
+  const std::vector<float> x = load(in.at("x"), b * D, D);
+  const std::vector<float> a = rmsnorm(x.data(), load(in.at("in_norm"), 0, D), static_cast<float>(p.eps));
+  const std::vector<float> att = p.kind == "mla" ? mla_attention(p, in, out.at("latent"), s, a) : kda_attention(p, in, out, s, a);
   std::vector<float> hres(static_cast<size_t>(D));
   for (int64_t d = 0; d < D; ++d) hres[size_t(d)] = x[size_t(d)] + att[size_t(d)];
   const std::vector<float> a2 = rmsnorm(hres.data(), load(in.at("post_norm"), 0, D), static_cast<float>(p.eps));
@@ -366,13 +418,28 @@ void token(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out, int6
   for (int64_t d = 0; d < D; ++d) y[d] = hres[size_t(d)] + m[size_t(d)];
 }
 
-void step(const Case& c, const TensorMap& in, TensorMap& out) {
-  const DecodeLayerParams p = decode_layer_params(c);
-  if (p.kind != "linear") throw NotSupported("decode_layer: this candidate implements kind=linear only");
-  if (p.T != 1) throw std::invalid_argument("decode_layer: a step takes one token per sequence (T=1)");
+// The pool slot of each token (-1: padding, skipped): kind=mla's latent pages (one per slot, no
+// padding), kind=linear's state and conv pools.
+std::vector<int64_t> slots_of(const DecodeLayerParams& p, const TensorMap& in, TensorMap& out) {
+  if (p.kind == "mla") {
+    const Tensor& pool = need(out, "latent", "decode_layer");
+    if (pool.dtype() != DType::f32 || pool.rank() != 3 || pool.dim(0) != p.B + 1 || pool.dim(2) != p.dc || pool.dim(1) <= p.ctx)
+      throw std::invalid_argument("decode_layer: the latent pool must be f32 [B+1, > ctx, dc]");
+    const std::vector<int64_t> slots = kda_cpu::state_slots(in, p.B, p.B + 1);
+    for (int64_t sl : slots)
+      if (sl < 0) throw std::invalid_argument("decode_layer: kind=mla has no padding slots");
+    return slots;
+  }
   for (const char* pool : {"state", "conv_q", "conv_k", "conv_v"})
     if (need(out, pool, "decode_layer").dtype() != DType::f32) throw std::invalid_argument("decode_layer: the pools must be f32");
-  const std::vector<int64_t> slots = kda_cpu::state_slots(in, p.B, out.at("state").numel() / (p.H * p.K * p.K));
+  return kda_cpu::state_slots(in, p.B, out.at("state").numel() / (p.H * p.K * p.K));
+}
+
+void step(const Case& c, const TensorMap& in, TensorMap& out) {
+  const DecodeLayerParams p = decode_layer_params(c);
+  if (p.kind != "linear" && p.kind != "mla") throw NotSupported("decode_layer: this candidate implements kind=linear and kind=mla");
+  if (p.T != 1) throw std::invalid_argument("decode_layer: a step takes one token per sequence (T=1)");
+  const std::vector<int64_t> slots = slots_of(p, in, out);
   std::vector<float> y(static_cast<size_t>(p.B * p.D), 0.0f);
   for (int64_t b = 0; b < p.B; ++b)
     if (slots[size_t(b)] >= 0) token(p, in, out, b, slots[size_t(b)], y.data() + b * p.D);
