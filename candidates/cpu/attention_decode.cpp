@@ -1,8 +1,11 @@
 // CPU candidates of attention_decode (reference/attention_decode.h). Per (b, h), scores s_j =
 // fl32(q.k) * scale with the dot product summed in f32 in increasing i, then:
-//   attention_decode_cpu_naive_f32    the policy's naive: plain two-pass softmax in f32: m = max s_j;
-//                                     p_j = exp(s_j - m), l = sum p_j and acc = sum p_j v_j in
-//                                     increasing j; o = acc / l, lse = m + ln l
+//   attention_decode_cpu_naive_f32    the policy's naive: plain two-pass softmax in f32 summed as a
+//                                     plain paged kernel sums: m = max s_j; p_j = exp(s_j - m), one
+//                                     f32 partial l_P = sum p_j and acc_P = sum p_j v_j per page of
+//                                     the case's `page` keys (increasing j within the page), the
+//                                     pages' partials added in increasing page order; o = acc / l,
+//                                     lse = m + ln l (no rescaling, no split)
 //   attention_decode_cpu_splitkv_f32  flash-decoding, the production form (FlashAttention's
 //                                     num_splits, FlashInfer's merge_state, vLLM PagedAttention v2):
 //                                     the sequence's pages split `split` ways (split s covers pages
@@ -47,7 +50,8 @@ RunFn make(bool splitkv) {
 
 DG_REGISTER_CANDIDATE(attention_decode_cpu_naive_f32,
                       {"attention_decode_cpu_naive_f32", "attention_decode", "cpu", "naive", DType::f32, DType::f32, DType::f32,
-                       "plain two-pass softmax in f32: max, then exp(s - m) summed with the weighted V sum (the policy's naive)"},
+                       "plain two-pass softmax in f32: max, then exp(s - m) and the weighted V sum, one f32 partial per KV page, "
+                       "the pages' partials added in page order (the policy's naive)"},
                       make(false));
 DG_REGISTER_CANDIDATE(attention_decode_cpu_splitkv_f32,
                       {"attention_decode_cpu_splitkv_f32", "attention_decode", "cpu", "splitkv", DType::f32, DType::f32, DType::f32,

@@ -67,19 +67,30 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
-// The naive: two passes, m then p_j = exp(s_j - m) summed into l and acc in increasing j.
+// The naive, summed as a plain paged kernel sums: two passes, no online rescaling, no split. Pass 1:
+// m = max s_j in increasing j. Pass 2, page by page of p.page keys (keys [P page, (P+1) page) of k
+// and v, in their order; the last page may be short): p_j = exp(s_j - m), and one f32 partial per
+// page, l_P = sum p_j and acc_P[c] = sum p_j v_j[c], each summed in increasing j from 0; then
+// l = sum l_P and acc[c] = sum acc_P[c] in increasing P from 0. o = acc / l, lse = m + ln l (no key:
+// o = 0, lse = -inf). page = 1 is one sequential sum over the keys.
 inline void naive_row(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t L, const std::vector<float>& k,
                       const std::vector<float>& v, std::vector<float>& o, float& lse) {
   const int64_t d = p.d, dv = p.dv;
   std::vector<float> s(static_cast<size_t>(L));
   float m = kNegInf;
   for (int64_t j = 0; j < L; ++j) m = std::max(m, s[static_cast<size_t>(j)] = dot(q.data(), k.data() + j * d, d) * p.scale);
-  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
+  std::vector<float> acc(static_cast<size_t>(dv), 0.0f), part(static_cast<size_t>(dv));
   float l = 0.0f;
-  for (int64_t j = 0; j < L; ++j) {
-    const float e = std::exp(s[static_cast<size_t>(j)] - m);
-    l = l + e;
-    for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
+  for (int64_t j0 = 0; j0 < L; j0 += p.page) {
+    float lp = 0.0f;
+    std::fill(part.begin(), part.end(), 0.0f);
+    for (int64_t j = j0; j < std::min(L, j0 + p.page); ++j) {
+      const float e = std::exp(s[static_cast<size_t>(j)] - m);
+      lp = lp + e;
+      for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
+    }
+    l = l + lp;
+    for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + part[static_cast<size_t>(c)];
   }
   for (int64_t c = 0; c < dv; ++c) o[static_cast<size_t>(c)] = L ? acc[static_cast<size_t>(c)] / l : 0.0f;
   lse = L ? m + std::log(l) : kNegInf;

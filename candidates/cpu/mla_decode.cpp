@@ -3,7 +3,10 @@
 // v [n, d_c], scores s = fl32(q.k) * scale with the dot product over [q~ | q_pe] summed in f32 in
 // increasing i, and write o~ and lse in f32 (no key: o~ = 0, lse = -inf):
 //   mla_decode_cpu_naive_f32   the policy's naive: attention_decode's plain two-pass f32 softmax per
-//                              head (candidates/cpu/attention_decode_cpu.h naive_row)
+//                              head (candidates/cpu/attention_decode_cpu.h naive_row): one f32
+//                              partial of l and acc per `page` consecutive gathered keys (a dense
+//                              row's pages of the cache; a sparse row's groups of `page` selected
+//                              entries in index order), the partials added in order
 //   mla_decode_cpu_packed_f32  the production form (FlashMLA's decode kernel): heads packed, each
 //                              latent row read once for all n_h heads; the keys split `split` ways
 //                              by pages (split s covers the keys [s ceil(n/page/split) page, ...));
@@ -119,7 +122,8 @@ RunFn make(bool production) {
 
 DG_REGISTER_CANDIDATE(mla_decode_cpu_naive_f32,
                       {"mla_decode_cpu_naive_f32", "mla_decode", "cpu", "naive", DType::f32, DType::f32, DType::f32,
-                       "plain two-pass softmax in f32 per head over the gathered latent rows (the policy's naive)"},
+                       "plain two-pass softmax in f32 per head over the gathered latent rows, one f32 partial per page of keys "
+                       "added in page order (the policy's naive)"},
                       make(false));
 DG_REGISTER_CANDIDATE(mla_decode_cpu_packed_f32,
                       {"mla_decode_cpu_packed_f32", "mla_decode", "cpu", "packed", DType::f32, DType::f32, DType::f32,

@@ -7,7 +7,10 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "candidates/cpu/attention_decode_cpu.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
@@ -19,8 +22,9 @@ namespace {
 
 // Every candidate passes every smoke case (an empty context's o = 0 and lse = -inf matched exactly):
 // 20+ bits in o and lse, except where f32 itself loses them: scores near +-100 (the f32 dot
-// product's error of ~2^-13 in s moves every weight; 16.6 bits measured) and the naive's
-// sequential f32 sum over 32K keys (14.3 bits; the split-KV candidate's partial sums keep 18).
+// product's error of ~2^-13 in s moves every weight; 16.6 bits measured) and the split-KV
+// candidate's token-wise sums over 32K keys in 8 splits (18.0-18.8 bits; the naive's per-page
+// partials keep 20.3, where a single sequential f32 sum over the 32K keys kept 14.3).
 TEST(AttentionDecodeCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("attention-decode-smoke")->cases)
     for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32", "attention_decode_cpu_onednn_f32"}) {
@@ -67,6 +71,25 @@ TEST(AttentionDecodeCpu, SplitCountChangesNothingBeyondTheFormatsError) {
   for (const Record* r : {&one, &seven}) EXPECT_EQ(r->disposition, Disposition::PASSED) << r->reason;
   for (const char* out : {"o", "lse"})
     EXPECT_NEAR(output(one, out).metrics.bits, output(seven, out).metrics.bits, 2.0) << out;
+}
+
+// The naive keeps one f32 partial per page of `page` keys and adds the pages' partials in page
+// order: four keys of equal score (p_j = 1) with values 1, 0, 2^-24, 2^-24. Pages of 2 sum the two
+// small values into 2^-23 before adding it to 1 (o = (1 + 2^-23) / 4); one page of 4, or pages of
+// 1 (one sequential sum), round each 2^-24 away against 1 (o = 1/4).
+TEST(AttentionDecodeCpu, TheNaiveSumsOnePartialPerPageInPageOrder) {
+  AttentionDecodeParams p;
+  p.d = p.dv = 1, p.scale = 1.0f;
+  const float t = std::ldexp(1.0f, -24);
+  const std::vector<float> q = {0.0f}, k = {1.0f, 1.0f, 1.0f, 1.0f}, v = {1.0f, 0.0f, t, t};
+  for (const auto& [page, want] : {std::pair<int64_t, float>{2, 0.25f + t / 2}, {4, 0.25f}, {1, 0.25f}, {3, 0.25f}}) {
+    p.page = page;
+    std::vector<float> o(1);
+    float lse = 0.0f;
+    attention_cpu::naive_row(p, q, 4, k, v, o, lse);
+    EXPECT_EQ(o[0], want) << "page " << page;
+    EXPECT_EQ(lse, std::log(4.0f)) << "page " << page;
+  }
 }
 
 TEST(AttentionDecodeCpu, BadCasesAreRefused) {
