@@ -38,11 +38,13 @@
 #include <string>
 
 #include "candidates/cuda/cuda_rt.h"
+#include "candidates/cuda/decode_common.cuh"
 #include "harness/ops/attention_decode.h"
 
 namespace dg {
 namespace {
 using namespace cu;
+using namespace decode_cu;
 
 constexpr int kThreads = 128;
 constexpr int kMaxHeads = 16;                   // q heads of one kv head per block
@@ -50,21 +52,6 @@ constexpr int kQFloats = 4096;                  // the block's queries: heads * 
 constexpr int kKvFloats = 6144;                 // a tile's K (padded) and V: T (d + 1) + T dv <= 6144
 constexpr int kMaxTile = 32;                    // tokens per tile
 constexpr int kPairs = kQFloats / kThreads;     // (head, channel) accumulators per thread
-constexpr int kMaxSplits = 1024;                // the op's bound on split
-
-__device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-__device__ __forceinline__ float kv_value(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float kv_value(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float kv_value(const __half* p, int64_t i) { return __half2float(p[i]); }
-// FP8 e4m3 (E4M3FN): sign, 4 exponent bits of bias 7, 3 mantissa bits, no infinities, S.1111.111
-// NaN; every value exact in f32.
-__device__ __forceinline__ float kv_value(const uint8_t* p, int64_t i) {
-  const unsigned x = p[i], e = (x >> 3) & 15u, m = x & 7u;
-  float v = e == 0 ? static_cast<float>(m) * 0x1p-9f : ldexpf(static_cast<float>(8u + m), static_cast<int>(e) - 10);
-  if ((x & 0x7fu) == 0x7fu) v = nanf("");
-  return (x & 0x80u) ? -v : v;
-}
 
 struct SplitArgs {
   const float* q;           // [B, n_h, d]
@@ -161,54 +148,12 @@ __global__ void __launch_bounds__(kThreads) split_kernel(SplitArgs a) {
   if (tid < nh) a.lse_part[(b * a.n_h + h0 + tid) * a.split + s] = empty ? -INFINITY : m_s[tid] + logf(l_s[tid]);
 }
 
-struct MergeArgs {
-  const float *o_part, *lse_part;
-  float *o, *lse;   // [B * n_h, dv], [B * n_h]
-  int64_t split, dv;
-};
-
-__global__ void __launch_bounds__(kThreads) merge_kernel(MergeArgs a) {
-  __shared__ float w_s[kMaxSplits];
-  const int64_t r = blockIdx.x;
-  const float* lse = a.lse_part + r * a.split;
-  float M = -INFINITY;
-  for (int64_t s = 0; s < a.split; ++s) M = fmaxf(M, lse[s]);
-  if (M == -INFINITY) {   // no keys in any split
-    for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) a.o[r * a.dv + c] = 0.0f;
-    if (threadIdx.x == 0) a.lse[r] = -INFINITY;
-    return;
-  }
-  for (int64_t s = threadIdx.x; s < a.split; s += blockDim.x) w_s[s] = expf(lse[s] - M);
-  __syncthreads();
-  float wsum = 0.0f;
-  for (int64_t s = 0; s < a.split; ++s) wsum = wsum + w_s[s];
-  for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
-    float u = 0.0f;
-    for (int64_t s = 0; s < a.split; ++s) u = u + w_s[s] * a.o_part[(r * a.split + s) * a.dv + c];
-    a.o[r * a.dv + c] = u / wsum;
-  }
-  if (threadIdx.x == 0) a.lse[r] = M + logf(wsum);
-}
-
-// The K/V pools on the device in the dtype the kernel reads: bf16, f16, f32 and e4m3 as stored,
-// f64 as f32 (one rounding, as the CPU candidates load it).
-DType kv_device_dtype(DType stored) {
-  switch (stored) {
-    case DType::bf16:
-    case DType::f16:
-    case DType::f32:
-    case DType::e4m3: return stored;
-    case DType::f64: return DType::f32;
-    default: throw std::invalid_argument(std::string("attention_decode: KV pages in ") + std::string(dg::name(stored)) + " are not read");
-  }
-}
-
 template <class T>
 void launch_both(const SplitArgs& A, const MergeArgs& M, int64_t B, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(B * A.split), static_cast<unsigned>(A.n_kv * ((A.group + A.heads - 1) / A.heads)));
   DG_LAUNCH(split_kernel<T>, grid, kThreads, s, A);
   DG_LAUNCHED("split_kernel");
-  DG_LAUNCH(merge_kernel, static_cast<unsigned>(B * A.n_h), kThreads, s, M);
+  DG_LAUNCH(merge_kernel, static_cast<unsigned>(B * A.n_h), kMergeThreads, s, M);
   DG_LAUNCHED("merge_kernel");
 }
 
@@ -231,8 +176,9 @@ void attention_decode_cuda_splitkv_f32(const Case& c, const TensorMap& in, Tenso
   A.q = static_cast<const float*>(device_input(need(in, "q", op, rows * p.d), DType::f32, "q"));
   const Tensor& kt = need(in, "k_cache", op, p.n_pages * p.page * p.n_kv * p.d);
   const Tensor& vt = need(in, "v_cache", op, p.n_pages * p.page * p.n_kv * p.dv);
-  const DType kv = kv_device_dtype(kt.dtype());
-  if (kv_device_dtype(vt.dtype()) != kv) throw std::invalid_argument("attention_decode: k_cache and v_cache differ in dtype");
+  const DType kv = device_dtype(kt.dtype(), "attention_decode: KV pages");
+  if (device_dtype(vt.dtype(), "attention_decode: KV pages") != kv)
+    throw std::invalid_argument("attention_decode: k_cache and v_cache differ in dtype");
   A.table = static_cast<const int*>(device_input(need(in, "page_table", op, p.B * p.max_pages), DType::i32, "page_table"));
   A.lens = static_cast<const int*>(device_input(need(in, "seqlens", op, p.B), DType::i32, "seqlens"));
   A.o_part = static_cast<float*>(scratch().get("o_part", static_cast<size_t>(rows * split * p.dv) * 4));

@@ -47,12 +47,14 @@
 #include <string>
 
 #include "candidates/cuda/cuda_rt.h"
+#include "candidates/cuda/decode_common.cuh"
 #include "harness/ops/attention_decode.h"
 #include "harness/ops/mla_decode.h"
 
 namespace dg {
 namespace {
 using namespace cu;
+using namespace decode_cu;
 
 constexpr int kThreads = 128;
 constexpr int kMaxHeads = 8;                      // q heads per block
@@ -61,22 +63,6 @@ constexpr int kQFloats = 4608;                    // the block's queries: heads 
 constexpr int kAccFloats = 4096;                  // the block's accumulators: heads * d_c <= 4096
 constexpr int kTileFloats = 5120;                 // the latent tile: 20 KiB of stored rows
 constexpr int kPairs = kAccFloats / kThreads;     // (head, channel) accumulators per thread
-constexpr int kMaxSplits = 1024;                  // the op's bound on split
-
-__device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-__device__ __forceinline__ float kv_value(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float kv_value(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float kv_value(const __half* p, int64_t i) { return __half2float(p[i]); }
-// FP8 e4m3 (E4M3FN): sign, 4 exponent bits of bias 7, 3 mantissa bits, no infinities, S.1111.111
-// NaN; every value exact in f32.
-__device__ __forceinline__ float kv_value(const uint8_t* p, int64_t i) {
-  const unsigned x = p[i], e = (x >> 3) & 15u, m = x & 7u;
-  // (8 + m) 2^(e - 10) as a product of exact factors (no ldexpf: its call spilled the PV loop's registers)
-  float v = e == 0 ? static_cast<float>(m) * 0x1p-9f : static_cast<float>(8u + m) * (static_cast<float>(1u << e) * 0x1p-10f);
-  if ((x & 0x7fu) == 0x7fu) v = nanf("");
-  return (x & 0x80u) ? -v : v;
-}
 
 struct KeysArgs {
   const int *indices, *lens;   // [B, topk], [B]
@@ -241,48 +227,6 @@ __global__ void __launch_bounds__(kThreads) split_kernel(SplitArgs a) {
   if (tid < nh) a.lse_part[(b * a.n_h + h0 + tid) * a.split + s] = empty ? -INFINITY : m_s[tid] + logf(l_s[tid]);
 }
 
-struct MergeArgs {
-  const float *o_part, *lse_part;
-  float *o, *lse;   // [B * n_h, d_c], [B * n_h]
-  int64_t split, dv;
-};
-
-__global__ void __launch_bounds__(kThreads) merge_kernel(MergeArgs a) {
-  __shared__ float w_s[kMaxSplits];
-  const int64_t r = blockIdx.x;
-  const float* lse = a.lse_part + r * a.split;
-  float M = -INFINITY;
-  for (int64_t s = 0; s < a.split; ++s) M = fmaxf(M, lse[s]);
-  if (M == -INFINITY) {   // no keys in any split
-    for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) a.o[r * a.dv + c] = 0.0f;
-    if (threadIdx.x == 0) a.lse[r] = -INFINITY;
-    return;
-  }
-  for (int64_t s = threadIdx.x; s < a.split; s += blockDim.x) w_s[s] = expf(lse[s] - M);
-  __syncthreads();
-  float wsum = 0.0f;
-  for (int64_t s = 0; s < a.split; ++s) wsum = wsum + w_s[s];
-  for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
-    float u = 0.0f;
-    for (int64_t s = 0; s < a.split; ++s) u = u + w_s[s] * a.o_part[(r * a.split + s) * a.dv + c];
-    a.o[r * a.dv + c] = u / wsum;
-  }
-  if (threadIdx.x == 0) a.lse[r] = M + logf(wsum);
-}
-
-// The latent pool on the device in the dtype the kernel reads: bf16, f16, f32 and e4m3 as stored,
-// f64 as f32 (one rounding, as the CPU candidates load it).
-DType latent_device_dtype(DType stored) {
-  switch (stored) {
-    case DType::bf16:
-    case DType::f16:
-    case DType::f32:
-    case DType::e4m3: return stored;
-    case DType::f64: return DType::f32;
-    default: throw std::invalid_argument(std::string("mla_decode: latent pages in ") + std::string(dg::name(stored)) + " are not read");
-  }
-}
-
 template <class T>
 void launch_all(SplitArgs A, const KeysArgs& K, const MergeArgs& M, int64_t B, cudaStream_t s) {
   A.stride = A.d_c + A.rope + static_cast<int64_t>(4 / sizeof(T));   // a word of padding: rows in other banks
@@ -294,18 +238,18 @@ void launch_all(SplitArgs A, const KeysArgs& K, const MergeArgs& M, int64_t B, c
   const dim3 grid(static_cast<unsigned>(B * A.split), static_cast<unsigned>((A.n_h + A.heads - 1) / A.heads));
   DG_LAUNCH(split_kernel<T>, grid, kThreads, s, A);
   DG_LAUNCHED("split_kernel");
-  DG_LAUNCH(merge_kernel, static_cast<unsigned>(B * A.n_h), kThreads, s, M);
+  DG_LAUNCH(merge_kernel, static_cast<unsigned>(B * A.n_h), kMergeThreads, s, M);
   DG_LAUNCHED("merge_kernel");
 }
 
-// The inputs of the case on the device (q and q_pe as f32, the latent as latent_device_dtype).
+// The inputs of the case on the device (q and q_pe as f32, the latent as device_dtype).
 DType upload(const MlaDecodeParams& p, const TensorMap& in, SplitArgs& A, KeysArgs& K) {
   const char* op = "mla_decode";
   const int64_t rows = p.B * p.n_h;
   A.q = static_cast<const float*>(device_input(need(in, "q", op, rows * p.d_c), DType::f32, "q"));
   A.q_pe = p.rope > 0 ? static_cast<const float*>(device_input(need(in, "q_pe", op, rows * p.rope), DType::f32, "q_pe")) : nullptr;
   const Tensor& lt = need(in, "latent", op, p.n_pages * p.page * p.width());
-  const DType kv = latent_device_dtype(lt.dtype());
+  const DType kv = device_dtype(lt.dtype(), "mla_decode: latent pages");
   A.table = static_cast<const int*>(device_input(need(in, "page_table", op, p.B * p.max_pages), DType::i32, "page_table"));
   A.lens = static_cast<const int*>(device_input(need(in, "seqlens", op, p.B), DType::i32, "seqlens"));
   if (p.topk > 0) {
