@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "candidates/cuda/device.h"
+#include "tests/candidates/cuda_test_util.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/gate.h"
@@ -37,63 +38,18 @@ using ::testing::HasSubstr;
 constexpr const char* kCuda = "attention_decode_cuda_splitkv_f32";
 constexpr const char* kCpu = "attention_decode_cpu_splitkv_f32";
 
-Record verify_dd(const std::string& cand, const std::string& case_str) {
-  VerifyOptions opt;
-  opt.tier = Tier::dd;
-  std::vector<Record> r = verify_case(parse_case(case_str), {&require_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
+using namespace cuda_test;
 
-const std::vector<std::string>& suite(const char* name) {
-  const Suite* s = find_suite(name);
-  if (!s) throw std::runtime_error(std::string("no suite ") + name);
-  return s->cases;
-}
-
-double bits(const Record& r, const std::string& out) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == out) return o.metrics.bits;
-  ADD_FAILURE() << r.candidate << ": no output " << out;
-  return 0;
-}
-
-TensorMap run(const std::string& cand, const std::string& cs) {
-  const Case c = parse_case(cs);
-  return run_candidate(require_candidate(cand), c, generate_inputs(c));
-}
-
-std::vector<float> values(const Tensor& t) {
-  EXPECT_EQ(t.dtype(), DType::f32);
-  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-}
-
-// Skips without a GPU, or fails where DRIFTGATE_REQUIRE_GPU is set (scripts/gpu-check.sh sets it).
-#define SKIP_WITHOUT_GPU()                                                                   \
-  do {                                                                                       \
-    const CudaStatus status_ = cuda_status();                                                \
-    if (!status_.available && std::getenv("DRIFTGATE_REQUIRE_GPU"))                          \
-      FAIL() << "DRIFTGATE_REQUIRE_GPU is set and there is no GPU: " << status_.reason;      \
-    if (!status_.available) GTEST_SKIP() << "no GPU here: " << status_.reason;               \
-  } while (0)
+Record verify_dd(const std::string& cand, const std::string& case_str) { return verify_at(cand, case_str, Tier::dd); }
 
 TEST(CudaAttentionDecode, IsRegisteredOnEveryBuildAsTheCpuSplitKvsTwin) {
-  const Candidate* c = find_candidate(kCuda);
-  ASSERT_NE(c, nullptr);
-  const Candidate* cpu = find_candidate(kCpu);
-  ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(c->info().backend, "cuda");
-  EXPECT_EQ(c->info().op, "attention_decode");
-  EXPECT_EQ(c->info().algorithm, cpu->info().algorithm);
-  EXPECT_EQ(c->info().input_dtype, cpu->info().input_dtype);
-  EXPECT_EQ(c->info().state_dtype, cpu->info().state_dtype);
-  EXPECT_EQ(c->info().output_dtype, cpu->info().output_dtype);
+  expect_cpu_twin(kCuda, kCpu, "attention_decode");
 }
 
 TEST(CudaAttentionDecode, WithoutADeviceItIsNotSupportedWithTheReason) {
   const CudaStatus s = cuda_status();
   if (s.available) GTEST_SKIP() << "a GPU is here (" << s.device << "): the GPU tests below cover it";
-  const Record r = verify_dd(kCuda, suite("attention-decode-smoke").front());
+  const Record r = verify_dd(kCuda, suite_cases("attention-decode-smoke").front());
   EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED) << r.reason;
   EXPECT_EQ(r.reason, s.reason);
 #ifdef DRIFTGATE_HAVE_CUDA
@@ -108,14 +64,14 @@ TEST(CudaAttentionDecode, WithoutADeviceItIsNotSupportedWithTheReason) {
 // printed per case (the figures the README quotes).
 void expect_gate_rules(const char* name) {
   const Policy policy = default_policy();
-  for (const std::string& cs : suite(name)) {
+  for (const std::string& cs : suite_cases(name)) {
     const Record patch = verify_dd(kCuda, cs), base = verify_dd(kCpu, cs);
     const Record naive = verify_dd(policy.naive_for("attention_decode", DType::f32), cs);
     EXPECT_EQ(patch.disposition, Disposition::PASSED) << cs << ": " << patch.reason;
     for (const Check& chk : precision_checks(base, patch, &naive, policy))
       EXPECT_TRUE(chk.passed) << cs << ": " << chk.name << ": " << chk.detail;
-    std::printf("%s: o %.1f bits (cpu %.1f), lse %.1f bits (cpu %.1f)\n", cs.c_str(), bits(patch, "o"), bits(base, "o"),
-                bits(patch, "lse"), bits(base, "lse"));
+    std::printf("%s: o %.1f bits (cpu %.1f), lse %.1f bits (cpu %.1f)\n", cs.c_str(), output_bits(patch, "o"), output_bits(base, "o"),
+                output_bits(patch, "lse"), output_bits(base, "lse"));
   }
 }
 
@@ -159,13 +115,13 @@ TEST(CudaAttentionDecodeGpu, SplitCountChangesNothingBeyondTheFormatsError) {
   const std::string base = "attention_decode(B=5,n_h=8,n_kv=2,d=128,page=16,split=1,ctx=300,regime=ragged,dtype=bf16,seed=3)";
   const TensorMap in = generate_inputs(parse_case(base));
   const TensorMap one = run_candidate(require_candidate(kCuda), parse_case(base), in);
-  const std::vector<float> o1 = values(one.at("o")), l1 = values(one.at("lse"));
+  const std::vector<float> o1 = f32_values(one.at("o")), l1 = f32_values(one.at("lse"));
   const Record r1 = verify_dd(kCuda, base);
   const int64_t dv = 128;
   for (const char* split : {"3", "7", "16"}) {
     const std::string cs = parse_case(base).with("split", split).str();
     const TensorMap many = run_candidate(require_candidate(kCuda), parse_case(cs), in);
-    const std::vector<float> o = values(many.at("o")), l = values(many.at("lse"));
+    const std::vector<float> o = f32_values(many.at("o")), l = f32_values(many.at("lse"));
     ASSERT_EQ(o.size(), o1.size());
     for (size_t r = 0; r < l.size(); ++r) {
       if (std::isinf(l1[r])) {
@@ -180,7 +136,7 @@ TEST(CudaAttentionDecodeGpu, SplitCountChangesNothingBeyondTheFormatsError) {
     }
     const Record rs = verify_dd(kCuda, cs);
     EXPECT_EQ(rs.disposition, Disposition::PASSED) << cs << ": " << rs.reason;
-    for (const char* out : {"o", "lse"}) EXPECT_NEAR(bits(rs, out), bits(r1, out), 1.0) << cs << ": " << out;
+    for (const char* out : {"o", "lse"}) EXPECT_NEAR(output_bits(rs, out), output_bits(r1, out), 1.0) << cs << ": " << out;
   }
 }
 
@@ -193,8 +149,8 @@ TEST(CudaAttentionDecodeGpu, AnEmptyContextGivesZeroAndMinusInfinity) {
     const std::string cs = parse_case(base).with("split", split).str();
     const std::vector<int64_t> lens = attention_decode_lens(parse_case(cs));
     ASSERT_EQ(lens[0], 0);
-    const TensorMap out = run(kCuda, cs);
-    const std::vector<float> o = values(out.at("o")), lse = values(out.at("lse"));
+    const TensorMap out = run_on_case(kCuda, cs);
+    const std::vector<float> o = f32_values(out.at("o")), lse = f32_values(out.at("lse"));
     const int64_t n_h = 4, dv = 64;
     for (int64_t b = 0; b < 4; ++b)
       for (int64_t h = 0; h < n_h; ++h) {
@@ -213,7 +169,7 @@ TEST(CudaAttentionDecodeGpu, AnEmptyContextGivesZeroAndMinusInfinity) {
 // Both kernels run inside one timed call (cuda_rt.h's device rules): one launch counted.
 TEST(CudaAttentionDecodeGpu, EachCallIsOneTimedLaunch) {
   SKIP_WITHOUT_GPU();
-  const Case c = parse_case(suite("attention-decode-smoke").front());
+  const Case c = parse_case(suite_cases("attention-decode-smoke").front());
   const TensorMap in = generate_inputs(c);
   DeviceTimingScope scope;
   run_candidate(require_candidate(kCuda), c, in);
@@ -228,12 +184,12 @@ TEST(CudaAttentionDecodeGpu, EachCallIsOneTimedLaunch) {
 // A missing barrier reads what another thread wrote in the same phase: the bits change with the
 // order the emulator runs a phase's threads in.
 TEST(CudaAttentionDecodeEmu, GivesTheSameBitsInBothThreadOrders) {
-  for (const std::string& cs : suite("attention-decode-smoke")) {
+  for (const std::string& cs : suite_cases("attention-decode-smoke")) {
     if (parse_case(cs).integer("ctx") > 4096) continue;   // the 32K case: the gate test runs it
     dg::cuda_emu::set_thread_order(false);
-    const TensorMap fwd = run(kCuda, cs);
+    const TensorMap fwd = run_on_case(kCuda, cs);
     dg::cuda_emu::set_thread_order(true);
-    const TensorMap rev = run(kCuda, cs);
+    const TensorMap rev = run_on_case(kCuda, cs);
     dg::cuda_emu::set_thread_order(false);
     for (const char* name : {"o", "lse"}) {
       const Tensor &a = fwd.at(name), &b = rev.at(name);

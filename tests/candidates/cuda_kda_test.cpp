@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "candidates/cuda/device.h"
+#include "tests/candidates/cuda_test_util.h"
 #include "harness/timing/device_timing.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/verify.h"
@@ -28,30 +29,9 @@ std::string case_for(const std::string& cand) {
   return "kda(T=200,H=2,K=64,V=64,regime=kimi_linear,seed=0)";
 }
 
-Record verify_one(const std::string& cand, const std::string& case_str) {
-  VerifyOptions opt;
-  opt.tier = Tier::f64;
-  std::vector<Record> r = verify_case(parse_case(case_str), {&require_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
-double bits(const Record& r, const std::string& out) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == out) return o.metrics.bits;
-  ADD_FAILURE() << r.candidate << " has no output " << out;
-  return 0;
-}
+Record verify_one(const std::string& cand, const std::string& case_str) { return cuda_test::verify_at(cand, case_str, Tier::f64); }
+double bits(const Record& r, const std::string& out) { return cuda_test::output_bits(r, out); }
 
-// Skips without a GPU, or fails where DRIFTGATE_REQUIRE_GPU is set (scripts/gpu-check.sh sets it,
-// so a GPU machine whose driver cannot run the build fails its check instead of skipping it).
-// (A macro: GTEST_SKIP returns from the function it is written in.)
-#define SKIP_WITHOUT_GPU()                                                                   \
-  do {                                                                                       \
-    const CudaStatus status_ = cuda_status();                                                \
-    if (!status_.available && std::getenv("DRIFTGATE_REQUIRE_GPU"))                          \
-      FAIL() << "DRIFTGATE_REQUIRE_GPU is set and there is no GPU: " << status_.reason;      \
-    if (!status_.available) GTEST_SKIP() << "no GPU here: " << status_.reason;               \
-  } while (0)
 
 TEST(CudaKda, CandidatesAreRegisteredOnEveryBuild) {
   for (const char* name : kCuda) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "candidates/cuda/device.h"
+#include "tests/candidates/cuda_test_util.h"
 #include "candidates/cuda/rmsnorm.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
@@ -55,25 +56,10 @@ const Pair kRouter = {"moe_router_cuda_f32", "moe_router_cpu_naive_f32", "moe-ro
 const Pair kGemm = {"gemm_cuda_cublaslt_bf16", "gemm_cpu_blocked_bf16", "gemm-smoke"};
 const Pair kGemmFp8 = {"gemm_fp8_block_cuda_cublaslt", "gemm_fp8_block_cpu_deepgemm_bf16", "gemm-fp8-block-smoke"};
 
-Record verify_one(const std::string& cand, const std::string& case_str) {
-  VerifyOptions opt;
-  opt.tier = Tier::f64;
-  std::vector<Record> r = verify_case(parse_case(case_str), {&require_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
-
-const std::vector<std::string>& smoke(const char* suite) {
-  const Suite* s = find_suite(suite);
-  if (!s) throw std::runtime_error(std::string("no suite ") + suite);
-  return s->cases;
-}
-
+Record verify_one(const std::string& cand, const std::string& case_str) { return cuda_test::verify_at(cand, case_str, Tier::f64); }
+const std::vector<std::string>& smoke(const char* suite) { return cuda_test::suite_cases(suite); }
 // The outputs of `cand` on case `cs` (generated inputs), run in this process.
-TensorMap run(const std::string& cand, const std::string& cs) {
-  const Case c = parse_case(cs);
-  return run_candidate(require_candidate(cand), c, generate_inputs(c));
-}
+TensorMap run(const std::string& cand, const std::string& cs) { return cuda_test::run_on_case(cand, cs); }
 
 // The bf16 outputs of two runs, element by element: how many differ, and whether every difference
 // is at most `max_ulps` bf16 ulps (adjacent encodings of the same sign).
@@ -100,14 +86,6 @@ Diff compare_bf16(const TensorMap& a, const TensorMap& b) {
   return d;
 }
 
-// Skips without a GPU, or fails where DRIFTGATE_REQUIRE_GPU is set (scripts/gpu-check.sh sets it).
-#define SKIP_WITHOUT_GPU()                                                                   \
-  do {                                                                                       \
-    const CudaStatus status_ = cuda_status();                                                \
-    if (!status_.available && std::getenv("DRIFTGATE_REQUIRE_GPU"))                          \
-      FAIL() << "DRIFTGATE_REQUIRE_GPU is set and there is no GPU: " << status_.reason;      \
-    if (!status_.available) GTEST_SKIP() << "no GPU here: " << status_.reason;               \
-  } while (0)
 
 TEST(CudaLayerOps, CandidatesAreRegisteredOnEveryBuild) {
   for (const Pair& k : {kKernels[0], kKernels[1], kKernels[2], kKernels[3], kRouter, kGemm}) {

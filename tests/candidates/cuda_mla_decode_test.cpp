@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "candidates/cuda/device.h"
+#include "tests/candidates/cuda_test_util.h"
 #include "datasets/suites.h"
 #include "harness/cases/registry.h"
 #include "harness/judge/gate.h"
@@ -40,63 +41,18 @@ using ::testing::HasSubstr;
 constexpr const char* kCuda = "mla_decode_cuda_packed_f32";
 constexpr const char* kCpu = "mla_decode_cpu_packed_f32";
 
-Record verify_dd(const std::string& cand, const std::string& case_str) {
-  VerifyOptions opt;
-  opt.tier = Tier::dd;
-  std::vector<Record> r = verify_case(parse_case(case_str), {&require_candidate(cand)}, opt);
-  EXPECT_EQ(r.size(), 1u);
-  return r.at(0);
-}
+using namespace cuda_test;
 
-const std::vector<std::string>& suite(const char* name) {
-  const Suite* s = find_suite(name);
-  if (!s) throw std::runtime_error(std::string("no suite ") + name);
-  return s->cases;
-}
-
-double bits(const Record& r, const std::string& out) {
-  for (const OutputResult& o : r.outputs)
-    if (o.name == out) return o.metrics.bits;
-  ADD_FAILURE() << r.candidate << ": no output " << out;
-  return 0;
-}
-
-TensorMap run(const std::string& cand, const std::string& cs) {
-  const Case c = parse_case(cs);
-  return run_candidate(require_candidate(cand), c, generate_inputs(c));
-}
-
-std::vector<float> values(const Tensor& t) {
-  EXPECT_EQ(t.dtype(), DType::f32);
-  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-}
-
-// Skips without a GPU, or fails where DRIFTGATE_REQUIRE_GPU is set (scripts/gpu-check.sh sets it).
-#define SKIP_WITHOUT_GPU()                                                                   \
-  do {                                                                                       \
-    const CudaStatus status_ = cuda_status();                                                \
-    if (!status_.available && std::getenv("DRIFTGATE_REQUIRE_GPU"))                          \
-      FAIL() << "DRIFTGATE_REQUIRE_GPU is set and there is no GPU: " << status_.reason;      \
-    if (!status_.available) GTEST_SKIP() << "no GPU here: " << status_.reason;               \
-  } while (0)
+Record verify_dd(const std::string& cand, const std::string& case_str) { return verify_at(cand, case_str, Tier::dd); }
 
 TEST(CudaMlaDecode, IsRegisteredOnEveryBuildAsTheCpuPackedsTwin) {
-  const Candidate* c = find_candidate(kCuda);
-  ASSERT_NE(c, nullptr);
-  const Candidate* cpu = find_candidate(kCpu);
-  ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(c->info().backend, "cuda");
-  EXPECT_EQ(c->info().op, "mla_decode");
-  EXPECT_EQ(c->info().algorithm, cpu->info().algorithm);
-  EXPECT_EQ(c->info().input_dtype, cpu->info().input_dtype);
-  EXPECT_EQ(c->info().state_dtype, cpu->info().state_dtype);
-  EXPECT_EQ(c->info().output_dtype, cpu->info().output_dtype);
+  expect_cpu_twin(kCuda, kCpu, "mla_decode");
 }
 
 TEST(CudaMlaDecode, WithoutADeviceItIsNotSupportedWithTheReason) {
   const CudaStatus s = cuda_status();
   if (s.available) GTEST_SKIP() << "a GPU is here (" << s.device << "): the GPU tests below cover it";
-  for (const std::string& cs : {suite("mla-decode-smoke").front(), suite("mla-decode-gate").back()}) {
+  for (const std::string& cs : {suite_cases("mla-decode-smoke").front(), suite_cases("mla-decode-gate").back()}) {
     const Record r = verify_dd(kCuda, cs);
     EXPECT_EQ(r.disposition, Disposition::NOT_SUPPORTED) << cs << ": " << r.reason;
     EXPECT_EQ(r.reason, s.reason) << cs;
@@ -117,20 +73,20 @@ void expect_gate_rules(const std::string& cs, const Policy& policy) {
   EXPECT_EQ(patch.disposition, Disposition::PASSED) << cs << ": " << patch.reason;
   for (const Check& chk : precision_checks(base, patch, &naive, policy))
     EXPECT_TRUE(chk.passed) << cs << ": " << chk.name << ": " << chk.detail;
-  std::printf("%s: o %.1f bits (cpu %.1f), lse %.1f bits (cpu %.1f)\n", cs.c_str(), bits(patch, "o"), bits(base, "o"),
-              bits(patch, "lse"), bits(base, "lse"));
+  std::printf("%s: o %.1f bits (cpu %.1f), lse %.1f bits (cpu %.1f)\n", cs.c_str(), output_bits(patch, "o"), output_bits(base, "o"),
+              output_bits(patch, "lse"), output_bits(base, "lse"));
 }
 
 TEST(CudaMlaDecodeGpu, PassesTheGateRulesOnEverySmokeCase) {
   SKIP_WITHOUT_GPU();
   const Policy policy = default_policy();
-  for (const std::string& cs : suite("mla-decode-smoke")) expect_gate_rules(cs, policy);
+  for (const std::string& cs : suite_cases("mla-decode-smoke")) expect_gate_rules(cs, policy);
 }
 
 TEST(CudaMlaDecodeGpu, PassesTheGateRulesOnEveryGateCase) {
   SKIP_WITHOUT_GPU();
   const Policy policy = default_policy();
-  for (const std::string& cs : suite("mla-decode-gate")) expect_gate_rules(cs, policy);
+  for (const std::string& cs : suite_cases("mla-decode-gate")) expect_gate_rules(cs, policy);
 }
 
 // Shapes outside the suites' that change the kernel's tiling: 20 heads (blocks of 8, 8 and 4),
@@ -161,12 +117,12 @@ TEST(CudaMlaDecodeGpu, HeadGroupsAndTileSizesPassTheGateRules) {
 void expect_split_agrees(const std::string& base) {
   const TensorMap in = generate_inputs(parse_case(base));
   const TensorMap one = run_candidate(require_candidate(kCuda), parse_case(base), in);
-  const std::vector<float> o1 = values(one.at("o")), l1 = values(one.at("lse"));
+  const std::vector<float> o1 = f32_values(one.at("o")), l1 = f32_values(one.at("lse"));
   const int64_t dv = parse_case(base).integer("d_c");
   for (const char* split : {"3", "7", "16"}) {
     const std::string cs = parse_case(base).with("split", split).str();
     const TensorMap many = run_candidate(require_candidate(kCuda), parse_case(cs), in);
-    const std::vector<float> o = values(many.at("o")), l = values(many.at("lse"));
+    const std::vector<float> o = f32_values(many.at("o")), l = f32_values(many.at("lse"));
     ASSERT_EQ(o.size(), o1.size());
     for (size_t r = 0; r < l.size(); ++r) {
       if (std::isinf(l1[r])) {
@@ -191,7 +147,7 @@ TEST(CudaMlaDecodeGpu, SplitCountChangesNothingBeyondTheFormatsError) {
 
 // Rows whose `dead` flag is set hold o~ = 0 (+0.0, bit for bit) and lse = -inf; the others finite.
 void expect_dead_rows(const std::string& cs, const TensorMap& out, const std::vector<bool>& dead, int64_t n_h, int64_t dv) {
-  const std::vector<float> o = values(out.at("o")), lse = values(out.at("lse"));
+  const std::vector<float> o = f32_values(out.at("o")), lse = f32_values(out.at("lse"));
   for (size_t b = 0; b < dead.size(); ++b)
     for (int64_t h = 0; h < n_h; ++h) {
       const float l = lse[b * static_cast<size_t>(n_h) + static_cast<size_t>(h)];
@@ -216,7 +172,7 @@ TEST(CudaMlaDecodeGpu, AnEmptyContextGivesZeroAndMinusInfinity) {
     ASSERT_EQ(lens[0], 0);
     std::vector<bool> dead;
     for (int64_t L : lens) dead.push_back(L == 0);
-    expect_dead_rows(cs, run(kCuda, cs), dead, 4, 512);
+    expect_dead_rows(cs, run_on_case(kCuda, cs), dead, 4, 512);
   }
 }
 
@@ -241,7 +197,7 @@ TEST(CudaMlaDecodeGpu, AllInvalidIndexRowsGiveZeroAndMinusInfinity) {
 // sparse (the compaction kernel too).
 TEST(CudaMlaDecodeGpu, EachCallIsOneTimedLaunch) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& cs : {suite("mla-decode-smoke").at(1), suite("mla-decode-smoke").at(6)}) {
+  for (const std::string& cs : {suite_cases("mla-decode-smoke").at(1), suite_cases("mla-decode-smoke").at(6)}) {
     const Case c = parse_case(cs);
     const TensorMap in = generate_inputs(c);
     DeviceTimingScope scope;
@@ -259,7 +215,7 @@ TEST(CudaMlaDecodeGpu, EachCallIsOneTimedLaunch) {
 // runs it), and the tiling cases.
 std::vector<std::string> short_smoke_cases() {
   std::vector<std::string> v;
-  for (const std::string& cs : suite("mla-decode-smoke"))
+  for (const std::string& cs : suite_cases("mla-decode-smoke"))
     if (parse_case(cs).integer("ctx") <= 4096) v.push_back(cs);
   v.insert(v.end(), kTilingCases.begin(), kTilingCases.end());
   return v;
@@ -270,9 +226,9 @@ std::vector<std::string> short_smoke_cases() {
 TEST(CudaMlaDecodeEmu, GivesTheSameBitsInBothThreadOrders) {
   for (const std::string& cs : short_smoke_cases()) {
     dg::cuda_emu::set_thread_order(false);
-    const TensorMap fwd = run(kCuda, cs);
+    const TensorMap fwd = run_on_case(kCuda, cs);
     dg::cuda_emu::set_thread_order(true);
-    const TensorMap rev = run(kCuda, cs);
+    const TensorMap rev = run_on_case(kCuda, cs);
     dg::cuda_emu::set_thread_order(false);
     for (const char* name : {"o", "lse"}) {
       const Tensor &a = fwd.at(name), &b = rev.at(name);
@@ -287,7 +243,7 @@ TEST(CudaMlaDecodeEmu, GivesTheSameBitsInBothThreadOrders) {
 // on both sides (the emulator's) the outputs are its bits exactly.
 TEST(CudaMlaDecodeEmu, GivesTheCpuPackedCandidatesBitsOnTheHost) {
   for (const std::string& cs : short_smoke_cases()) {
-    const TensorMap gpu = run(kCuda, cs), cpu = run(kCpu, cs);
+    const TensorMap gpu = run_on_case(kCuda, cs), cpu = run_on_case(kCpu, cs);
     for (const char* name : {"o", "lse"}) {
       const Tensor &a = gpu.at(name), &b = cpu.at(name);
       ASSERT_EQ(a.nbytes(), b.nbytes()) << cs;
