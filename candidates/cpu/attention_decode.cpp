@@ -10,9 +10,13 @@
 //                                     num_splits, FlashInfer's merge_state, vLLM PagedAttention v2):
 //                                     the sequence's pages split `split` ways (split s covers pages
 //                                     [s ceil(n/split), (s+1) ceil(n/split))); per split an online
-//                                     softmax with f32 m, l and accumulator (acc *= exp(m_old - m_new)
-//                                     when the max moves), o_p = acc / l and lse_p = m + ln l, or
-//                                     o_p = 0, lse_p = -inf for a split with no keys; then the LSE
+//                                     softmax with f32 m, l and accumulator in tiles of one KV page:
+//                                     per tile its max, m_new = max(m, tile max), alpha =
+//                                     exp(m - m_new), a fresh f32 partial of the tile's p_j =
+//                                     exp(s_j - m_new) sums (l_t, acc_t in increasing j), then
+//                                     l = l alpha + l_t, acc = acc alpha + acc_t; o_p = acc / l and
+//                                     lse_p = m + ln l, or o_p = 0, lse_p = -inf for a split with no
+//                                     keys (attention_decode_cpu.h split_state); then the LSE
 //                                     merge M = max lse_p, w_p = exp(lse_p - M), o = sum w_p o_p /
 //                                     sum w_p, lse = M + ln sum w_p (M = -inf: o = 0, lse = -inf)
 // Both write o and lse in f32; an empty context gives o = 0 and lse = -inf.
@@ -55,7 +59,8 @@ DG_REGISTER_CANDIDATE(attention_decode_cpu_naive_f32,
                       make(false));
 DG_REGISTER_CANDIDATE(attention_decode_cpu_splitkv_f32,
                       {"attention_decode_cpu_splitkv_f32", "attention_decode", "cpu", "splitkv", DType::f32, DType::f32, DType::f32,
-                       "flash-decoding: online softmax per split (f32 m, l, acc), the LSE merge of the splits, -inf guarded"},
+                       "flash-decoding: online softmax per split in tiles of one KV page (f32 m, l, acc; a fresh f32 partial per "
+                       "page added to the rescaled state), the LSE merge of the splits, -inf guarded"},
                       make(true));
 
 }  // namespace dg

@@ -116,21 +116,39 @@ inline void merge(int64_t split, int64_t dv, const std::vector<float>& os, const
   lse = M + std::log(wsum);
 }
 
-// One split's online softmax over tokens [j0, j1): o_p (normalised) and lse_p.
+// One tile of a split, keys [t0, t1) (one KV page): s_j = fl32(q.k_j) * scale, the tile's max,
+// m_new = max(m, tile max), alpha = exp(m - m_new) (0 on the first tile: m = -inf), p_j =
+// exp(s_j - m_new), a fresh f32 partial l_t = sum p_j and acc_t[c] = sum p_j v_j[c] in increasing j
+// from t0, then l = l alpha + l_t, acc[c] = acc[c] alpha + acc_t[c], m = m_new.
+inline void split_tile(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t t0, int64_t t1,
+                       const std::vector<float>& k, const std::vector<float>& v, float& m, float& l, std::vector<float>& acc) {
+  const int64_t d = p.d, dv = p.dv;
+  std::vector<float> s(static_cast<size_t>(t1 - t0)), part(static_cast<size_t>(dv), 0.0f);
+  float mt = kNegInf, lt = 0.0f;
+  for (int64_t j = t0; j < t1; ++j) mt = std::max(mt, s[static_cast<size_t>(j - t0)] = dot(q.data(), k.data() + j * d, d) * p.scale);
+  const float m_new = std::max(m, mt), alpha = std::exp(m - m_new);
+  for (int64_t j = t0; j < t1; ++j) {
+    const float e = std::exp(s[static_cast<size_t>(j - t0)] - m_new);
+    lt = lt + e;
+    for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
+  }
+  l = l * alpha + lt;
+  for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] * alpha + part[static_cast<size_t>(c)];
+  m = m_new;
+}
+
+// One split's online softmax over tokens [j0, j1) (j0 on a page boundary), production's form
+// (FlashDecoding, vLLM PagedAttention v2, FlashInfer): the keys in tiles of one KV page, [j0, j0 +
+// page), [j0 + page, j0 + 2 page), ... (the last may be short), each through split_tile in
+// increasing order from f32 m = -inf, l = 0, acc = 0; o_p = acc / l (normalised) and lse_p =
+// m + ln l. A split with no keys gives o_p = 0 and lse_p = -inf (the -inf guard: its m - m would be
+// NaN). page = 1 is the token-wise online softmax.
 inline void split_state(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t j0, int64_t j1,
                         const std::vector<float>& k, const std::vector<float>& v, float* o, float& lse) {
-  const int64_t d = p.d, dv = p.dv;
   float m = kNegInf, l = 0.0f;
-  std::vector<float> acc(static_cast<size_t>(dv), 0.0f);
-  for (int64_t j = j0; j < j1; ++j) {
-    const float s = dot(q.data(), k.data() + j * d, d) * p.scale;
-    const float m_new = std::max(m, s), alpha = std::exp(m - m_new), e = std::exp(s - m_new);
-    l = l * alpha + e;
-    for (int64_t c = 0; c < dv; ++c)
-      acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] * alpha + e * v[static_cast<size_t>(j * dv + c)];
-    m = m_new;
-  }
-  for (int64_t c = 0; c < dv; ++c) o[c] = j1 > j0 ? acc[static_cast<size_t>(c)] / l : 0.0f;   // the -inf guard
+  std::vector<float> acc(static_cast<size_t>(p.dv), 0.0f);
+  for (int64_t t0 = j0; t0 < j1; t0 += p.page) split_tile(p, q, t0, std::min(j1, t0 + p.page), k, v, m, l, acc);
+  for (int64_t c = 0; c < p.dv; ++c) o[c] = j1 > j0 ? acc[static_cast<size_t>(c)] / l : 0.0f;   // the -inf guard
   lse = j1 > j0 ? m + std::log(l) : kNegInf;
 }
 

@@ -6,11 +6,12 @@
 //                              head (candidates/cpu/attention_decode_cpu.h naive_row) over the
 //                              gathered keys as one page: one sequential f32 sum of l and acc in
 //                              increasing key order. (Not attention_decode's per-page partials: they
-//                              keep 21.5 bits at 32K, past the token-wise split-KV row that every
-//                              mla mutant and equivalent is built on, candidates/mutants/mla_decode.cpp,
-//                              and the limit max(1.5 x base, 2 x naive) then rejected the token-wise
-//                              equivalents, 2.5x the packed base's error at 1000 f16 keys, at 8 of
-//                              10 seeds. The variants need the packed base's 64-key blocks first.)
+//                              keep 21.5 bits at 32K, past the split-KV row that every mla mutant
+//                              and equivalent is built on, candidates/mutants/mla_decode.cpp, when
+//                              that row summed token by token, and the limit max(1.5 x base,
+//                              2 x naive) then rejected the token-wise equivalents, 2.5x the packed
+//                              base's error at 1000 f16 keys, at 8 of 10 seeds. The row now sums
+//                              per page tile; per-page partials here are not re-measured.)
 //   mla_decode_cpu_packed_f32  the production form (FlashMLA's decode kernel): heads packed, each
 //                              latent row read once for all n_h heads; the keys split `split` ways
 //                              by pages (split s covers the keys [s ceil(n/page/split) page, ...));

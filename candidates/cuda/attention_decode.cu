@@ -13,8 +13,10 @@
 //   2. one thread per (head, token): s = fl32(q.k) * scale, the dot product summed in f32 in
 //      increasing channel order (no contraction: --fmad=false);
 //   3. one thread per head: the tile's max, m_new = max(m, tile max), alpha = exp(m - m_new) (0 on
-//      the first tile, m = -inf), p_j = exp(s_j - m_new), l = l alpha + p_j in increasing j;
-//   4. one thread per (head, channel): acc = acc alpha + p_j v_j in increasing j.
+//      the first tile, m = -inf), p_j = exp(s_j - m_new), a fresh f32 partial l_t = sum p_j in
+//      increasing j, l = l alpha + l_t;
+//   4. one thread per (head, channel): a fresh f32 partial acc_t = sum p_j v_j in increasing j,
+//      acc = acc alpha + acc_t.
 // At the end o_p = acc / l and lse_p = m + ln l (f32, natural log); a split with no keys writes
 // o_p = 0 and lse_p = -inf (the -inf guard: its m - m would be NaN).
 //
@@ -23,10 +25,11 @@
 // lse = M + ln sum_p w_p, every sum in increasing p: attention_decode_cpu_splitkv_f32's merge.
 // With split = 1 the merge returns o_1 and lse_1 unchanged.
 //
-// Numerics differ from attention_decode_cpu_splitkv_f32 only in where the online softmax rescales
-// (once per tile here, once per token there), and in expf/logf, CUDA's accurate ones (within 2 ulp;
-// the host's within 1 under the emulator). KV pages are read as stored (bf16, f16, f32, e4m3
-// decoded exactly); f64 pages and q are read as f32 (one rounding, as the CPU candidate reads them).
+// Numerics differ from attention_decode_cpu_splitkv_f32 only in the tile (T tokens here, one KV page
+// there: the same per-tile partials and rescale, at other boundaries), and in expf/logf, CUDA's
+// accurate ones (within 2 ulp; the host's within 1 under the emulator). KV pages are read as stored
+// (bf16, f16, f32, e4m3 decoded exactly); f64 pages and q are read as f32 (one rounding, as the CPU
+// candidate reads them).
 //
 // Compiled by nvcc into dg_cuda, and against the CUDA emulator (emu/attention_decode_emu.cpp) for
 // the tests.
@@ -87,14 +90,14 @@ __device__ void softmax_step(float* p_s, int n, float& m, float& l, float& alpha
   for (int j = 0; j < n; ++j) mt = fmaxf(mt, p_s[j]);
   const float m_new = fmaxf(m, mt);
   alpha = expf(m - m_new);
-  float sum = l * alpha;
+  float lt = 0.0f;   // the tile's fresh partial
   for (int j = 0; j < n; ++j) {
     const float e = expf(p_s[j] - m_new);
     p_s[j] = e;
-    sum = sum + e;
+    lt = lt + e;
   }
   m = m_new;
-  l = sum;
+  l = l * alpha + lt;
 }
 
 template <class T>
@@ -133,9 +136,9 @@ __global__ void __launch_bounds__(kThreads) split_kernel(SplitArgs a) {
     for (int k = 0; k < kPairs; ++k) {   // step 4
       const int x = tid + k * kThreads, h = x / dv, c = x % dv;
       if (x >= pairs) continue;
-      float u = acc[k] * alpha_s[h];
+      float u = 0.0f;   // the tile's fresh partial
       for (int j = 0; j < n; ++j) u = u + p_s[h * kMaxTile + j] * v_s[j * dv + c];
-      acc[k] = u;
+      acc[k] = acc[k] * alpha_s[h] + u;
     }
     __syncthreads();
   }

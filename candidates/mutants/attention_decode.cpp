@@ -1,6 +1,6 @@
 // Mutants and equivalent variants of attention_decode (reference/attention_decode.h), each the
-// split-KV CPU candidate (candidates/cpu/attention_decode.cpp, the production form) with one hook
-// turned. The bugs come from the decode kernels of vLLM, FlashAttention, FlashInfer and SGLang
+// split-KV CPU candidate (candidates/cpu/attention_decode.cpp, the production form: the online
+// softmax in tiles of one KV page) with one hook turned. The bugs come from the decode kernels of vLLM, FlashAttention, FlashInfer and SGLang
 // (notes/model-ops.md sections 3 and 5):
 //
 //   mutants      the split merge without the max subtraction (w_p = exp(lse_p): f32 overflow at large
@@ -11,8 +11,8 @@
 //                reported as natural; q head h reading kv head h % n_kv instead of h / group; the
 //                last partial page dropped (floor(L / page) pages); the last token dropped (L - 1
 //                keys: the new token's key left out); the accumulator not rescaled when the running
-//                max moves (l rescaled, acc not); FP8 pages dequantized with k_scale and v_scale
-//                swapped
+//                max moves at a new page tile (l rescaled, acc not); FP8 pages dequantized with
+//                k_scale and v_scale swapped
 //   P in bf16 is FlashAttention's own choice for a kernel that writes o in bf16: there o's rounding
 //   (2^-9, 9.3 bits rms on typical scores at L = 300, d = 128) already costs what P's rounding does
 //   (9.3 bits alone, 8.8 with both; a simulation of 8 draws), so it would merge against a bf16-output

@@ -33,26 +33,43 @@ template <class T> struct Row {
   T ex(T x) const { return v.exp2 ? std::exp2(x) : std::exp(x); }
   T lg(T x) const { return v.exp2 ? std::log2(x) : std::log(x); }
 
-  // One split's online softmax over tokens [j0, j1): o_p and lse_p.
-  void split(const std::vector<float>& q, int64_t j0, int64_t j1, const std::vector<float>& k, const std::vector<float>& vv,
-             T* o, T& lse) const {
+  // One tile [t0, t1) of a split (one KV page), attention_cpu::split_tile's order: the scores, the
+  // tile's max, m_new, alpha = ex(m - m_new), p_j = ex(s_j - m_new) into a fresh partial l_t (the
+  // unrounded p_j) and acc_t (p_j, or p_j rounded to bf16 with p_bf16, times v_j) in increasing j;
+  // then l = l alpha + l_t and acc = acc alpha + acc_t (no_rescale: acc + acc_t, l still rescaled).
+  void tile(const std::vector<float>& q, int64_t t0, int64_t t1, const std::vector<float>& k, const std::vector<float>& vv,
+            T& m, T& l, std::vector<T>& acc) const {
     const int64_t d = p.d, dv = p.dv;
-    const T ninf = -std::numeric_limits<T>::infinity();
-    T m = ninf, l = 0;
-    std::vector<T> acc(static_cast<size_t>(dv), T(0));
-    for (int64_t j = j0; j < j1; ++j) {
+    std::vector<T> s(static_cast<size_t>(t1 - t0)), part(static_cast<size_t>(dv), T(0));
+    T mt = -std::numeric_limits<T>::infinity(), lt = 0;
+    for (int64_t j = t0; j < t1; ++j) {
       T dot = 0;
       for (int64_t i = 0; i < d; ++i) dot = dot + T(q[static_cast<size_t>(i)]) * T(k[static_cast<size_t>(j * d + i)]);
-      const T s = dot * scale, m_new = std::max(m, s), alpha = ex(m - m_new), e = ex(s - m_new);
-      const T ep = v.p_bf16 ? T(round_bf16(static_cast<float>(e))) : e;
-      l = l * alpha + e;
-      for (int64_t c = 0; c < dv; ++c)
-        acc[static_cast<size_t>(c)] = (v.no_rescale ? acc[static_cast<size_t>(c)] : acc[static_cast<size_t>(c)] * alpha) +
-                                      ep * T(vv[static_cast<size_t>(j * dv + c)]);
-      m = m_new;
+      mt = std::max(mt, s[static_cast<size_t>(j - t0)] = dot * scale);
     }
+    const T m_new = std::max(m, mt), alpha = ex(m - m_new);
+    for (int64_t j = t0; j < t1; ++j) {
+      const T e = ex(s[static_cast<size_t>(j - t0)] - m_new);
+      const T ep = v.p_bf16 ? T(round_bf16(static_cast<float>(e))) : e;
+      lt = lt + e;
+      for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + ep * T(vv[static_cast<size_t>(j * dv + c)]);
+    }
+    l = l * alpha + lt;
+    for (int64_t c = 0; c < dv; ++c)
+      acc[static_cast<size_t>(c)] = (v.no_rescale ? acc[static_cast<size_t>(c)] : acc[static_cast<size_t>(c)] * alpha) + part[static_cast<size_t>(c)];
+    m = m_new;
+  }
+
+  // One split's online softmax over tokens [j0, j1), in tiles of one page from j0 (the last may be
+  // short): o_p and lse_p.
+  void split(const std::vector<float>& q, int64_t j0, int64_t j1, const std::vector<float>& k, const std::vector<float>& vv,
+             T* o, T& lse) const {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    T m = ninf, l = 0;
+    std::vector<T> acc(static_cast<size_t>(p.dv), T(0));
+    for (int64_t t0 = j0; t0 < j1; t0 += p.page) tile(q, t0, std::min(j1, t0 + p.page), k, vv, m, l, acc);
     const bool guard = !v.empty_unguarded && j1 == j0;
-    for (int64_t c = 0; c < dv; ++c) o[c] = guard ? T(0) : acc[static_cast<size_t>(c)] / l;
+    for (int64_t c = 0; c < p.dv; ++c) o[c] = guard ? T(0) : acc[static_cast<size_t>(c)] / l;
     lse = guard ? ninf : m + lg(l);
     if (v.lse_bf16) lse = T(round_bf16(static_cast<float>(lse)));
   }

@@ -6,7 +6,7 @@
 // DSA sparse path; notes/model-ops.md sections 1.3, 3 and 5):
 //
 //   mutants      the split merge without the max subtraction; the lse in bf16; no -inf guard for a
-//                split with no keys; the running accumulator not rescaled when the max moves; P
+//                split with no keys; the running accumulator not rescaled when the max moves (at a new page tile); P
 //                rounded to bf16 before the PV product (FlashMLA's MMA operand: production's choice
 //                for a bf16 output, a loss of 10+ bits against these f32 outputs); the base-2 lse
 //                reported as natural; the last key left out; the scale of the kernel's
@@ -16,8 +16,12 @@
 //                layout for V while K reads [c_kv | k_pe]); an index of -1 read as token 0; indices at
 //                or past the sequence's length attended (not masked); each token read one slot
 //                later in its page ((j + 1) mod page); the FP8 scale applied to the keys only
-//   equivalents  the token-wise online softmax (no 64-key blocks); 2 split + 1 splits; every sum in
-//                f64; exp2 with log2 e folded into the scale; heads visited from the last
+//   equivalents  the row itself, one head at a time (registered as `tokenwise`; token by token only
+//                at page 1): the online softmax in tiles of one page of the gathered keys (64 keys at
+//                FlashMLA's page 64, the packed base's blocks, but a fresh f32 partial per tile added
+//                to the rescaled accumulator where the base sums P V into its running accumulator
+//                token by token); 2 split + 1 splits; every sum in f64; exp2 with log2 e folded into
+//                the scale; heads visited from the last
 #include <cmath>
 #include <string>
 #include <vector>
@@ -121,7 +125,7 @@ const Add invalid_as_zero("mutant", "invalid_as_zero", "an index of -1 read as t
 const Add beyond_unmasked("mutant", "beyond_unmasked", "indices at or past the sequence's length attended", {.a = {}, .beyond_unmasked = true});
 const Add slot_off_by_one("mutant", "slot_off_by_one", "token j read from slot (j + 1) mod page of its page", {.a = {}, .slot_off_by_one = true});
 const Add v_unscaled("mutant", "v_unscaled", "the FP8 latent scale applied to the keys but not to the values", {.a = {}, .v_unscaled = true});
-const Add tokenwise("equivalent", "tokenwise", "the token-wise online softmax per head (no 64-key blocks)", {});
+const Add tokenwise("equivalent", "tokenwise", "attention_decode's split-KV row per head: one page tile per online-softmax step, a fresh f32 partial each (token-wise at page 1)", {});
 const Add more_splits("equivalent", "more_splits", "2 split + 1 splits instead of split", {.a = V{.more_splits = true}});
 const Add f64("equivalent", "f64", "every sum and the softmax in f64, rounded once to f32", {.a = V{.f64 = true}});
 const Add exp2("equivalent", "exp2", "exp2 with log2e folded into the f32 scale; lse converted by ln 2", {.a = V{.exp2 = true}});

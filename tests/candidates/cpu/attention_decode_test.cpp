@@ -22,9 +22,9 @@ namespace {
 
 // Every candidate passes every smoke case (an empty context's o = 0 and lse = -inf matched exactly):
 // 20+ bits in o and lse, except where f32 itself loses them: scores near +-100 (the f32 dot
-// product's error of ~2^-13 in s moves every weight; 16.6 bits measured) and the split-KV
-// candidate's token-wise sums over 32K keys in 8 splits (18.0-18.8 bits; the naive's per-page
-// partials keep 20.3, where a single sequential f32 sum over the 32K keys kept 14.3).
+// product's error of ~2^-13 in s moves every weight; 16.6 bits measured) and 32K keys (the
+// split-KV candidate's per-page tiles in 8 splits keep 21.2 bits, the naive's per-page partials
+// 20.3, where a single sequential f32 sum over the 32K keys kept 14.3).
 TEST(AttentionDecodeCpu, EveryCandidatePassesEverySmokeCase) {
   for (const std::string& cs : find_suite("attention-decode-smoke")->cases)
     for (const char* cand : {"attention_decode_cpu_naive_f32", "attention_decode_cpu_splitkv_f32", "attention_decode_cpu_onednn_f32"}) {
