@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -56,67 +58,84 @@ Throughput throughput_of(const BenchSamples& s, const Case& c, const MachineLimi
   return t;
 }
 
+// The alone worker's calls span the rounds of the base's calls beside the patch (one a round; an
+// alone worker that ended early compared the base over two different windows).
+bool alone_spans_the_rounds(const BenchSamples& base) {
+  return base.alone_calls + 1 >= static_cast<int>(base.seconds.size());
+}
+
 bool base_alone_settled(const BenchSamples& base) {
-  return base.alone_calls == 0 ||
-         (base.alone_ratio >= kBaseAloneHiddenBelow && base.alone_ratio <= 1 + kBaseAloneTolerance);
+  return base.alone_calls == 0 || (alone_spans_the_rounds(base) && base.alone_ratio >= kBaseAloneHiddenBelow &&
+                                   base.alone_ratio <= 1 + kBaseAloneTolerance);
 }
 
 namespace {
 
-// A retime clears a first timing that read the base slower beside the patch than alone beyond the
-// tolerance only when its interval lies wholly below the first one: evidence that the first was
-// noise, not a second draw that missed (a 1.3x cheat read 1.28x [1.27, 1.31], then 1.04x [0.86,
-// 1.31] at its retime, and MERGEd).
-bool clears(const BenchSamples& first, const BenchSamples& again) {
-  return !(first.alone_calls > 0 && first.alone_lo > 1 + kBaseAloneTolerance) || again.alone_hi < first.alone_lo;
+// A timing that broke rule base_alone and no other (another rule's finding is the row as it is).
+bool breaks_only_base_alone(const SpeedRow& r, const BenchSamples& base) {
+  return !base.alone_invalid.empty() && r.invalid == base.alone_invalid;
 }
 
 std::string unsettled_text(const std::string& base, const BenchSamples& s) {
+  if (!alone_spans_the_rounds(s))
+    return fmt::format("{} was timed alone in {} of the {} rounds it was timed beside the patch", base, s.alone_calls,
+                       s.seconds.size());
   return fmt::format("{} beside the patch at {:.2f}x [{:.2f}, {:.2f}] of its time alone, outside [{:.2f}, {:.2f}]", base,
                      s.alone_ratio, s.alone_lo, s.alone_hi, kBaseAloneHiddenBelow, 1 + kBaseAloneTolerance);
 }
+
+}  // namespace
 
 // Rule base_alone compares two processes, and on a loaded machine one process can run a short
 // kernel slower than another for its whole life (1 honest run in 8 at T=64, 40-130 us calls, read
 // the base 1.9x slower beside the patch than alone; under load either worker ran 2x slow for a
 // whole timing, though part of that was an alone worker that stopped after 200 rounds of a longer
-// comparison: timing_worker.cpp alone_worker_args). A case whose first timing broke only this rule, or did not settle it
-// (base_alone_settled: a 1.3x cheat read 0.45x there, its slowdown hidden by a slow alone worker,
-// and MERGEd), is timed again in fresh workers, at most kBaseAloneRetimes times, and the first
-// retime that settles it, or breaks a rule, is the row. When no retime settles it: a first timing
-// that broke the rule stands (INVALID); one that only did not settle it leaves the case
-// CANNOT_JUDGE (speed.unsettled): the machine was too noisy to tell.
-SpeedRow settle_base_alone(const TimingRequest& req, const Case& c, const Policy& p, const MachineLimits& m,
-                           const std::vector<BenchSamples>& first, SpeedRow r) {
-  const bool broken = !first[0].alone_invalid.empty() && r.invalid == first[0].alone_invalid;
-  // (Unsettled but SLOWER: slower even beside a base it may have slowed, rejected as it is.)
+// comparison: timing_worker.cpp alone_worker_args). A case whose timing broke only this rule, or
+// did not settle it (base_alone_settled: a 1.3x cheat read 0.45x there, its slowdown hidden by a
+// slow alone worker, and MERGEd), is timed again in fresh workers, at most kBaseAloneRetimes times.
+// The row is the first retime that settles the rule and reads wholly below every timing that read
+// the base slower beside the patch than alone (its interval's upper end under their lower ends:
+// evidence that they were noise, not a second draw that missed; a 1.3x cheat read 1.28x [1.27,
+// 1.31], then 1.04x [0.86, 1.31], and MERGEd), or that breaks another rule. A retime that breaks
+// this rule again is timed again too (an honest pair of 7-call timings under a CI run beside
+// another test run read 1.43x [0.83, 1.83], then 1.35x [1.29, 1.42], and was INVALID at once).
+// Never settled: INVALID when any timing broke the rule; CANNOT_JUDGE (speed.unsettled) when none
+// did: the machine was too noisy to tell. (Unsettled but SLOWER, and nothing broke: slower even
+// beside a base it may have slowed, rejected as it is.)
+SpeedRow settle_base_alone(const std::string& base, const std::vector<BenchSamples>& first, SpeedRow r,
+                           const std::function<Timing()>& time_again) {
+  bool broken = breaks_only_base_alone(r, first[0]);
   if (!broken && (!r.invalid.empty() || base_alone_settled(first[0]) || r.verdict == "SLOWER")) return r;
-  const std::string& base = req.candidates[0];
-  const std::string why = broken ? first[0].alone_invalid : "rule base_alone: " + unsettled_text(base, first[0]);
-  std::vector<std::string> unsettled;
+  double lowest_break = std::numeric_limits<double>::infinity();   // of the timings that read the base slower beside
+  auto note_break = [&](const BenchSamples& b) {
+    if (b.alone_calls > 0 && b.alone_lo > 1 + kBaseAloneTolerance) lowest_break = std::min(lowest_break, b.alone_lo);
+  };
+  note_break(first[0]);
+  std::vector<std::string> readings = {broken ? first[0].alone_invalid : "rule base_alone: " + unsettled_text(base, first[0])};
   for (int retime = 1; retime <= kBaseAloneRetimes; ++retime) {
-    const std::vector<BenchSamples> again = time_in_worker(req);
-    SpeedRow next = speed_row(again, c, p, m);
-    next.retimed = why;
-    if (!unsettled.empty()) next.retimed += fmt::format("; then {}", fmt::join(unsettled, "; then "));
-    if (!next.invalid.empty() || (base_alone_settled(again[0]) && clears(first[0], again[0])) ||
-        (!broken && next.verdict == "SLOWER"))
+    auto [again, next] = time_again();
+    next.retimed = fmt::format("{}", fmt::join(readings, "; then "));
+    const bool next_broken = breaks_only_base_alone(next, again[0]);
+    if ((!next.invalid.empty() && !next_broken) ||
+        (!next_broken && base_alone_settled(again[0]) && again[0].alone_hi < lowest_break) ||
+        (!next_broken && !broken && next.verdict == "SLOWER"))
       return next;
-    unsettled.push_back(base_alone_settled(again[0])
-                            ? fmt::format("{} beside the patch at {:.2f}x [{:.2f}, {:.2f}] of its time alone, not clear of the "
-                                          "first timing's lower end {:.2f}",
-                                          base, again[0].alone_ratio, again[0].alone_lo, again[0].alone_hi, first[0].alone_lo)
-                            : unsettled_text(base, again[0]));
+    broken = broken || next_broken;
+    readings.push_back(next_broken ? again[0].alone_invalid
+                       : base_alone_settled(again[0])
+                           ? fmt::format("{} beside the patch at {:.2f}x [{:.2f}, {:.2f}] of its time alone, not clear of "
+                                         "the lower end {:.2f} of a timing that read it slower beside the patch",
+                                         base, again[0].alone_ratio, again[0].alone_lo, again[0].alone_hi, lowest_break)
+                           : unsettled_text(base, again[0]));
+    note_break(again[0]);
     r = next;
   }
-  const std::string story = fmt::format("not settled in {} timings in fresh workers: the first: {}; then {}",
-                                        kBaseAloneRetimes + 1, why, fmt::join(unsettled, "; then "));
+  const std::string story = fmt::format("not settled in {} timings in fresh workers: the first: {}", kBaseAloneRetimes + 1,
+                                        fmt::join(readings, "; then "));
   if (broken) r.invalid = "rule base_alone: " + story;
   else r.unsettled = story;
   return r;
 }
-
-}  // namespace
 
 SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case& c, const Policy& p,
                        const MachineLimits& m, const std::vector<std::string>& extra_args,
@@ -135,7 +154,11 @@ SpeedRow measure_speed(const Candidate& base, const Candidate& patch, const Case
   req.base_args = base_args;
   const std::vector<BenchSamples> first = time_in_worker(req);
   SpeedRow r = speed_row(first, c, p, m);
-  return settle_base_alone(req, c, p, m, first, r);
+  return settle_base_alone(req.candidates[0], first, r, [&] {
+    std::vector<BenchSamples> again = time_in_worker(req);
+    SpeedRow row = speed_row(again, c, p, m);
+    return Timing{std::move(again), std::move(row)};
+  });
 }
 
 SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, const Policy& p, const MachineLimits& m) {

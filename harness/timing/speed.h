@@ -3,6 +3,7 @@
 // the gate with its verdict (harness/metrics/stats.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,21 @@ SpeedRow speed_row(const std::vector<BenchSamples>& samples, const Case& c, cons
 // timing that merely did not break the rule can: a 1.3x cheat read 0.45x). The point estimate, not
 // the interval: at the policies' short budgets on a loaded machine, honest intervals of the ratio
 // are too wide to lie within 10% (0.98x [0.90, 1.03], 0.86x [0.55, 1.02]). Not measured (a device
-// patch): settled. measure_speed times a case again, in fresh workers, until a timing settles the
+// patch): settled. Nor does a timing whose alone worker timed the base in fewer rounds than the
+// shared one (it ended early: the two medians would cover different windows). measure_speed times a case again, in fresh workers, until a timing settles the
 // rule or breaks a rule (at most kBaseAloneRetimes more times); unsettled to the end, the case is
 // CANNOT_JUDGE (SpeedRow::unsettled), or INVALID where the first timing broke the rule.
 bool base_alone_settled(const BenchSamples& base);
+
+// One timing of a case: its samples (base first) and its row.
+struct Timing {
+  std::vector<BenchSamples> samples;
+  SpeedRow row;
+};
+// Rule base_alone settled over a case's timings (speed.cpp says how; exposed for the tests): `first`
+// and `r` the first timing, `time_again` one more timing in fresh workers. Returns the row.
+SpeedRow settle_base_alone(const std::string& base, const std::vector<BenchSamples>& first, SpeedRow r,
+                           const std::function<Timing()>& time_again);
 
 // Timing runs in a worker process (harness/timing/timing_worker.h); extra_args are forwarded to it, and
 // base_args to the worker that times the base alone (rule base_alone: the outside candidate

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/timing/bench_runner.h"
@@ -381,6 +382,62 @@ TEST(BaseAlone, ATimingSettlesTheRuleOnlyNearTheBaseAlonesSpeed) {
   EXPECT_FALSE(base_alone_settled(timing(1.17, 0.94, 1.25)));
   EXPECT_FALSE(base_alone_settled(timing(1.29, 1.27, 1.31)));   // broken
   EXPECT_TRUE(base_alone_settled(timing(0, 0, 0, 0)));          // not measured (a device patch)
+  // An alone worker that ended before the comparison did: its median covers other rounds.
+  BenchSamples short_window = timing(1.0, 0.97, 1.04, 200);
+  short_window.seconds.assign(549, 1e-3);
+  EXPECT_FALSE(base_alone_settled(short_window));
+  short_window.alone_calls = 548;
+  EXPECT_TRUE(base_alone_settled(short_window));
+}
+
+// The timings that settle rule base_alone, in order: a first timing broken or unsettled is timed
+// again; a retime that breaks it again is timed again too; the row is the first retime that settles
+// it and reads wholly below every timing that broke it; never settled: INVALID when any broke,
+// CANNOT_JUDGE when none did.
+TEST(BaseAlone, RetimesSettleTheRuleOnlyClearOfEveryTimingThatBrokeIt) {
+  auto timing = [](double ratio, double lo, double hi, const std::string& verdict = "FASTER") {
+    Timing t;
+    t.samples.resize(2);
+    BenchSamples& b = t.samples[0];
+    b.alone_ratio = ratio, b.alone_lo = lo, b.alone_hi = hi, b.alone_calls = 7;
+    b.seconds.assign(7, 1e-3);
+    if (lo > 1.1) b.alone_invalid = fmt::format("base ran {:.2f}x [{:.2f}, {:.2f}] slower beside", ratio, lo, hi);
+    t.row.invalid = b.alone_invalid;
+    t.row.verdict = verdict;
+    t.row.base_alone = ratio;
+    return t;
+  };
+  auto settle = [&](std::vector<Timing> seq) {
+    size_t next = 1;
+    return settle_base_alone("b", seq[0].samples, seq[0].row, [&] {
+      EXPECT_LT(next, seq.size()) << "timed more often than the rule allows";
+      return seq.at(next++);
+    });
+  };
+  // An honest pair of 7-call timings under load: unsettled, then broken, then settled below it.
+  SpeedRow r = settle({timing(1.43, 0.83, 1.83), timing(1.35, 1.29, 1.42), timing(1.0, 0.95, 1.05)});
+  EXPECT_EQ(r.invalid, "");
+  EXPECT_EQ(r.base_alone, 1.0);
+  EXPECT_THAT(r.retimed, HasSubstr("1.43x")) << r.retimed;
+  EXPECT_THAT(r.retimed, HasSubstr("1.35x")) << r.retimed;
+  // A cheat: broken every time.
+  r = settle({timing(1.28, 1.27, 1.31), timing(1.3, 1.28, 1.32), timing(1.29, 1.26, 1.31)});
+  EXPECT_THAT(r.invalid, HasSubstr("rule base_alone: not settled in 3 timings"));
+  // Settled, but not wholly below the break (1.04x [0.86, 1.31] after 1.28x [1.27, 1.31]), then broken: INVALID.
+  r = settle({timing(1.28, 1.27, 1.31), timing(1.04, 0.86, 1.31), timing(1.3, 1.28, 1.32)});
+  EXPECT_THAT(r.invalid, HasSubstr("not clear of the lower end 1.27")) << r.invalid;
+  // Unsettled, then broken, then settled but not below the break: INVALID, not CANNOT_JUDGE.
+  r = settle({timing(0.6, 0.5, 0.7), timing(1.3, 1.25, 1.35), timing(1.05, 0.9, 1.3)});
+  EXPECT_THAT(r.invalid, HasSubstr("rule base_alone"));
+  EXPECT_EQ(r.unsettled, "");
+  // Never broken, never settled: CANNOT_JUDGE.
+  r = settle({timing(0.6, 0.5, 0.7), timing(0.65, 0.55, 0.75), timing(0.7, 0.6, 0.8)});
+  EXPECT_EQ(r.invalid, "");
+  EXPECT_THAT(r.unsettled, HasSubstr("not settled in 3 timings"));
+  // Unsettled but SLOWER with nothing broken: the row as it is, not timed again.
+  r = settle({timing(0.6, 0.5, 0.7, "SLOWER")});
+  EXPECT_EQ(r.verdict, "SLOWER");
+  EXPECT_EQ(r.unsettled, "");
 }
 
 // Rule base_alone's second half on its own: a candidate slower than the base timed alone by more
