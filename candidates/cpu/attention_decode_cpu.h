@@ -67,6 +67,19 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
+// One page's fresh f32 partial: p_j = exp(s[j - t0] - m) for the keys [t0, t1), l_t = sum p_j and
+// part[c] = sum p_j v_j[c], each summed in increasing j from t0 (part is cleared first).
+inline void page_partial(const float* s, float m, int64_t t0, int64_t t1, const std::vector<float>& v, int64_t dv, float& lt,
+                         std::vector<float>& part) {
+  lt = 0.0f;
+  std::fill(part.begin(), part.end(), 0.0f);
+  for (int64_t j = t0; j < t1; ++j) {
+    const float e = std::exp(s[j - t0] - m);
+    lt = lt + e;
+    for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
+  }
+}
+
 // The naive, summed as a plain paged kernel sums: two passes, no online rescaling, no split. Pass 1:
 // m = max s_j in increasing j. Pass 2, page by page of p.page keys (keys [P page, (P+1) page) of k
 // and v, in their order; the last page may be short): p_j = exp(s_j - m), and one f32 partial per
@@ -83,12 +96,7 @@ inline void naive_row(const AttentionDecodeParams& p, const std::vector<float>& 
   float l = 0.0f;
   for (int64_t j0 = 0; j0 < L; j0 += p.page) {
     float lp = 0.0f;
-    std::fill(part.begin(), part.end(), 0.0f);
-    for (int64_t j = j0; j < std::min(L, j0 + p.page); ++j) {
-      const float e = std::exp(s[static_cast<size_t>(j)] - m);
-      lp = lp + e;
-      for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
-    }
+    page_partial(s.data() + j0, m, j0, std::min(L, j0 + p.page), v, dv, lp, part);
     l = l + lp;
     for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] + part[static_cast<size_t>(c)];
   }
@@ -123,15 +131,11 @@ inline void merge(int64_t split, int64_t dv, const std::vector<float>& os, const
 inline void split_tile(const AttentionDecodeParams& p, const std::vector<float>& q, int64_t t0, int64_t t1,
                        const std::vector<float>& k, const std::vector<float>& v, float& m, float& l, std::vector<float>& acc) {
   const int64_t d = p.d, dv = p.dv;
-  std::vector<float> s(static_cast<size_t>(t1 - t0)), part(static_cast<size_t>(dv), 0.0f);
+  std::vector<float> s(static_cast<size_t>(t1 - t0)), part(static_cast<size_t>(dv));
   float mt = kNegInf, lt = 0.0f;
   for (int64_t j = t0; j < t1; ++j) mt = std::max(mt, s[static_cast<size_t>(j - t0)] = dot(q.data(), k.data() + j * d, d) * p.scale);
   const float m_new = std::max(m, mt), alpha = std::exp(m - m_new);
-  for (int64_t j = t0; j < t1; ++j) {
-    const float e = std::exp(s[static_cast<size_t>(j - t0)] - m_new);
-    lt = lt + e;
-    for (int64_t c = 0; c < dv; ++c) part[static_cast<size_t>(c)] = part[static_cast<size_t>(c)] + e * v[static_cast<size_t>(j * dv + c)];
-  }
+  page_partial(s.data(), m_new, t0, t1, v, dv, lt, part);
   l = l * alpha + lt;
   for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] = acc[static_cast<size_t>(c)] * alpha + part[static_cast<size_t>(c)];
   m = m_new;
